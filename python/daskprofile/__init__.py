@@ -1,0 +1,70 @@
+"""daskprofile: see where a Dask computation spends its time, CPU and memory.
+
+The public API is imported lazily, so ``import daskprofile`` stays cheap and never pulls in
+bokeh, ipywidgets or the Jupyter layer until they are used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .callbacks import Callback
+    from .diagnostics import (
+        CacheProfiler,
+        Profiler,
+        ProgressBar,
+        ResourceProfiler,
+        StackProfiler,
+        visualize,
+    )
+    from .memory import MemorySampler
+    from .recorder import profile
+    from .report import performance_report
+    from .run import Run, load
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Callback": "callbacks",
+    "Profiler": "diagnostics",
+    "ResourceProfiler": "diagnostics",
+    "CacheProfiler": "diagnostics",
+    "ProgressBar": "diagnostics",
+    "StackProfiler": "diagnostics",
+    "visualize": "diagnostics",
+    "profile": "recorder",
+    "Run": "run",
+    "load": "run",
+    "MemorySampler": "memory",
+    "performance_report": "report",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daskprofile' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where JupyterLab finds the prebuilt extension (used by ``jupyter labextension``)."""
+    return [{"src": "labextension", "dest": "daskprofile"}]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext daskprofile``: register the magics and the comm target."""
+    from .jupyter import load_ipython_extension as _load
+
+    _load(ipython)
