@@ -59,8 +59,12 @@ def __dir__() -> list[str]:
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
-    """Where JupyterLab finds the prebuilt extension (used by ``jupyter labextension``)."""
-    return [{"src": "labextension", "dest": "daskprofile"}]
+    """The built extension, for ``jupyter labextension develop`` in a source checkout.
+
+    Wheels ship it as shared data under ``share/jupyter/labextensions/daskprofile``; in a
+    checkout it is built into the top-level ``labextension/`` folder.
+    """
+    return [{"src": "../../labextension", "dest": "daskprofile"}]
 
 
 def load_ipython_extension(ipython: Any) -> None:
