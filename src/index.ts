@@ -15,10 +15,10 @@ import { ProfilePanel } from './views/panel';
 const PLUGIN_ID = 'daskprofile:plugin';
 
 /** Command ids. */
-export namespace CommandIDs {
-  export const open = 'daskprofile:open';
-  export const reconnect = 'daskprofile:reconnect';
-}
+export const CommandIDs = {
+  open: 'daskprofile:open',
+  reconnect: 'daskprofile:reconnect'
+} as const;
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
