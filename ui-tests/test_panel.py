@@ -1,0 +1,48 @@
+"""The Dask Profile panel in a real JupyterLab, with real kernels, in real Chromium."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import write_notebook
+from helpers import PANEL, open_notebook, open_panel, wait_status
+
+
+def test_panel_connects_to_the_active_notebooks_kernel(page: Any, lab: Any, screenshots: Any) -> None:
+    name = write_notebook(lab.root, "connect.ipynb", ["1 + 1"])
+    open_notebook(page, lab, name)
+    panel = open_panel(page)
+    wait_status(page, "connected")
+
+    assert "Python 3" in (panel.get_attribute("data-kernel") or "")
+    assert panel.get_attribute("data-path") == name
+    text = panel.inner_text()
+    assert "Kernel: Python 3" in text
+    assert "Connected: daskprofile" in text
+    page.screenshot(path=str(screenshots / "panel-connected.png"))
+    assert not [e for e in page.console_errors if "daskprofile" in e]
+
+
+def test_panel_follows_notebook_switches_and_says_when_daskprofile_is_missing(
+    page: Any, lab: Any
+) -> None:
+    with_dp = write_notebook(lab.root, "with.ipynb", ["1"])
+    without = write_notebook(lab.root, "without.ipynb", ["1"], kernel="bare")
+    open_notebook(page, lab, with_dp)
+    open_panel(page)
+    wait_status(page, "connected")
+
+    page.goto(lab.page_url(without))
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    wait_status(page, "missing")
+    panel = page.locator(PANEL)
+    assert "Bare Python" in (panel.get_attribute("data-kernel") or "")
+    assert "%pip install daskprofile" in panel.inner_text()
+
+
+def test_panel_without_a_notebook_says_so(page: Any, lab: Any) -> None:
+    page.goto(f"{lab.url}lab/workspaces/empty?reset&token={lab.token}")
+    page.wait_for_selector(".jp-LabShell", timeout=60_000)
+    open_panel(page)
+    wait_status(page, "no-kernel")
+    assert "No notebook open" in page.locator(PANEL).inner_text()
