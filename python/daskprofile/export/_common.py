@@ -1,0 +1,184 @@
+"""Helpers shared by the exporters: the Run surface they read, task arrays, colours, files.
+
+Exporters read a Run through the small protocol below and nothing else.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeAlias
+
+import numpy as np
+import pandas as pd
+
+PathLike: TypeAlias = "str | os.PathLike[str]"
+Tree: TypeAlias = Mapping[str, Any]
+
+
+class RunLike(Protocol):
+    """The public surface of :class:`daskprofile.Run` that exporters read."""
+
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+    @property
+    def tasks(self) -> pd.DataFrame: ...
+
+    @property
+    def resources(self) -> pd.DataFrame: ...
+
+    @property
+    def cache(self) -> pd.DataFrame: ...
+
+    @property
+    def stacks(self) -> Mapping[str, Tree]: ...
+
+
+@dataclass(frozen=True)
+class TaskArrays:
+    """The tasks of a run as numpy columns, lanes and groups as small integer codes."""
+
+    key: np.ndarray  # object (str)
+    group: np.ndarray  # int32 index into ``groups``
+    lane: np.ndarray  # int32 index into ``lanes``
+    submit: np.ndarray  # float64 seconds since t0 (NaN if unknown)
+    start: np.ndarray  # float64
+    stop: np.ndarray  # float64
+    error: np.ndarray  # bool: the task raised
+    error_type: np.ndarray  # object (str or None)
+    groups: list[str]
+    lanes: list[str]
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+_NUMBER = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """Sort key that orders ``thread 2`` before ``thread 10``."""
+    return tuple(int(p) if p.isdigit() else p for p in _NUMBER.split(text))
+
+
+def task_arrays(run: RunLike) -> TaskArrays:
+    """Columns of ``run.tasks`` with a known start and stop, as numpy arrays."""
+    df = run.tasks
+    if len(df):
+        df = df[np.isfinite(df["start"].to_numpy(float)) & np.isfinite(df["stop"].to_numpy(float))]
+    groups = df["group"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
+    workers = df["worker"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
+    group_names, group_codes = np.unique(groups, return_inverse=True)
+    lane_names = sorted({str(w) for w in workers}, key=natural_key)
+    lane_index = {name: i for i, name in enumerate(lane_names)}
+    lanes = np.fromiter((lane_index[w] for w in workers), np.int32, len(workers))
+    status = df["status"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
+    return TaskArrays(
+        key=df["key"].astype(str).to_numpy(object) if len(df) else np.empty(0, object),
+        group=group_codes.astype(np.int32).reshape(-1),
+        lane=lanes,
+        submit=df["submit"].to_numpy(float) if len(df) else np.empty(0),
+        start=df["start"].to_numpy(float) if len(df) else np.empty(0),
+        stop=df["stop"].to_numpy(float) if len(df) else np.empty(0),
+        error=status != "ok",
+        error_type=df["error"].to_numpy(object) if len(df) else np.empty(0, object),
+        groups=[str(g) for g in group_names],
+        lanes=lane_names,
+    )
+
+
+def group_color(group: str) -> str:
+    """A stable colour for a task group, derived from its name."""
+    try:
+        from .. import keys
+
+        color = getattr(keys, "group_color", None)
+        if callable(color):
+            return str(color(group))
+    except ImportError:
+        pass
+    digest = hashlib.blake2b(group.encode("utf-8", "replace"), digest_size=4).digest()
+    hue = int.from_bytes(digest[:2], "big") / 65536
+    light = 0.45 + (digest[2] / 255) * 0.15
+    sat = 0.55 + (digest[3] / 255) * 0.3
+    r, g, b = colorsys.hls_to_rgb(hue, light, sat)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
+# -- stack trees -------------------------------------------------------------------------
+
+
+def frame_name(node: Tree) -> str:
+    """``function (file:line)`` for a stack-tree node, as profilers print frames."""
+    desc = node.get("description") or {}
+    name = str(desc.get("name") or node.get("identifier") or "?")
+    filename = str(desc.get("filename") or "")
+    line = desc.get("line_number")
+    if filename:
+        where = f"{filename}:{line}" if line not in (None, "") else filename
+        return f"{name} ({where})"
+    return name
+
+
+def children(node: Tree) -> list[Tree]:
+    """The children of a stack-tree node, heaviest first (ties by identifier)."""
+    kids = node.get("children") or {}
+    return sorted(kids.values(), key=lambda k: (-int(k.get("count", 0)), str(k.get("identifier"))))
+
+
+def self_count(node: Tree) -> int:
+    """Samples whose innermost frame is this node."""
+    return max(int(node.get("count", 0)) - sum(int(k.get("count", 0)) for k in children(node)), 0)
+
+
+def is_root(node: Tree) -> bool:
+    """Whether a node is the synthetic root of a tree (not a real frame)."""
+    desc = node.get("description") or {}
+    return node.get("identifier") == "root" and not desc.get("filename")
+
+
+def stack_paths(tree: Tree) -> Iterator[tuple[list[Tree], int]]:
+    """Yield (frames outermost first, self count) for every node with samples of its own."""
+    top = children(tree) if is_root(tree) else [tree]
+    stack: list[tuple[Tree, list[Tree]]] = [(node, [node]) for node in reversed(top)]
+    while stack:
+        node, path = stack.pop()
+        own = self_count(node)
+        if own:
+            yield path, own
+        for kid in reversed(children(node)):
+            stack.append((kid, [*path, kid]))
+
+
+def tree_total(tree: Tree) -> int:
+    """Total samples of a tree."""
+    return int(tree.get("count", 0))
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+def write_text(path: PathLike, text: str, storage_options: Mapping[str, Any] | None = None) -> str:
+    """Write ``text`` (UTF-8) locally, or through fsspec for URLs / storage options."""
+    target = os.fspath(path)
+    if storage_options or "://" in target:
+        import fsspec
+
+        with fsspec.open(target, mode="w", compression="infer", **(storage_options or {})) as f:
+            f.write(text)
+        return target
+    Path(target).write_text(text, encoding="utf-8")
+    return target
+
+
+def as_runs(run_or_runs: RunLike | Sequence[RunLike]) -> list[RunLike]:
+    """One run or several, as a list."""
+    if isinstance(run_or_runs, Sequence):
+        return list(run_or_runs)
+    return [run_or_runs]

@@ -1,0 +1,179 @@
+"""The summary part of the HTML snapshot: plain HTML, every run-derived string escaped."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterator
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from ._common import RunLike, TaskArrays, group_color, task_arrays
+
+#: per-group rows shown before the rest is folded into a note
+MAX_GROUP_ROWS = 200
+#: failed tasks listed by key
+MAX_ERROR_ROWS = 20
+
+
+def format_seconds(seconds: float) -> str:
+    """``1.23 s``, ``45.6 ms``, ``789 us`` (three significant digits)."""
+    if not math.isfinite(seconds):
+        return "-"
+    magnitude = abs(seconds)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("\u00b5s", 1e-6)):
+        if magnitude >= scale or unit == "\u00b5s":
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"  # pragma: no cover
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GB``, ``230 MB``, ..."""
+    if not math.isfinite(n):
+        return "-"
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"  # pragma: no cover
+
+
+def run_duration(run: RunLike, arrays: TaskArrays) -> float:
+    """Wall time of the run: ``t1 - t0`` from its meta, else the last task's stop."""
+    t0, t1 = run.meta.get("t0"), run.meta.get("t1")
+    if isinstance(t0, int | float) and isinstance(t1, int | float):
+        return float(t1 - t0)
+    return float(arrays.stop.max()) if len(arrays) else 0.0
+
+
+def group_stats(arrays: TaskArrays) -> list[dict[str, Any]]:
+    """Per group: count, total, mean, max task time and errors; heaviest group first."""
+    n = len(arrays.groups)
+    duration = np.maximum(arrays.stop - arrays.start, 0.0)
+    count = np.bincount(arrays.group, minlength=n)
+    total = np.bincount(arrays.group, weights=duration, minlength=n)
+    errors = np.bincount(arrays.group, weights=arrays.error, minlength=n)
+    longest = np.zeros(n)
+    np.maximum.at(longest, arrays.group, duration)
+    rows = [
+        {
+            "group": g,
+            "count": int(count[i]),
+            "total": float(total[i]),
+            "mean": float(total[i] / count[i]) if count[i] else math.nan,
+            "max": float(longest[i]),
+            "errors": int(errors[i]),
+        }
+        for i, g in enumerate(arrays.groups)
+    ]
+    return sorted(rows, key=lambda r: (-r["total"], r["group"]))
+
+
+def _facts(run: RunLike, arrays: TaskArrays) -> Iterator[tuple[str, str]]:
+    """(label, value) pairs of the run's headline figures."""
+    wall0 = run.meta.get("wall0")
+    if isinstance(wall0, int | float) and math.isfinite(wall0):
+        yield "started", f"{_dt.datetime.fromtimestamp(wall0):%Y-%m-%d %H:%M:%S}"
+    yield "duration", format_seconds(run_duration(run, arrays))
+    yield "tasks", f"{len(arrays):,}"
+    yield "errors", f"{int(arrays.error.sum()):,}"
+    yield "workers", f"{len(arrays.lanes):,}"
+    busy = float(np.maximum(arrays.stop - arrays.start, 0).sum())
+    yield "task time", format_seconds(busy)
+    res = run.resources
+    if len(res):
+        yield "peak memory", format_bytes(float(np.nanmax(res["memory"].to_numpy(float))))
+        yield "mean CPU", f"{float(np.nanmean(res['cpu'].to_numpy(float))):.0f} %"
+    schedulers = run.meta.get("schedulers")
+    if schedulers:
+        names = schedulers if isinstance(schedulers, list | tuple) else [schedulers]
+        yield "schedulers", ", ".join(str(s) for s in names)
+    computes = run.meta.get("computes")
+    if isinstance(computes, int):
+        yield "computes", str(computes)
+
+
+def _facts_html(run: RunLike, arrays: TaskArrays) -> str:
+    items = "".join(
+        f"<li>{escape(label)}: <b>{escape(value)}</b></li>" for label, value in _facts(run, arrays)
+    )
+    return f'<ul class="dp-facts">{items}</ul>'
+
+
+def _groups_html(arrays: TaskArrays) -> str:
+    """The per-group table, heaviest group first."""
+    rows = group_stats(arrays)
+    head = (
+        "<tr><th>group</th><th>tasks</th><th>total</th><th>mean</th><th>max</th>"
+        "<th>errors</th></tr>"
+    )
+    body = []
+    for r in rows[:MAX_GROUP_ROWS]:
+        swatch = f'<span class="dp-sw" style="background:{group_color(r["group"])}"></span>'
+        err = f'<td class="dp-error">{r["errors"]:,}</td>' if r["errors"] else "<td>0</td>"
+        body.append(
+            f"<tr><td>{swatch}{escape(r['group'])}</td><td>{r['count']:,}</td>"
+            f"<td>{format_seconds(r['total'])}</td><td>{format_seconds(r['mean'])}</td>"
+            f"<td>{format_seconds(r['max'])}</td>{err}</tr>"
+        )
+    more = ""
+    if len(rows) > MAX_GROUP_ROWS:
+        more = f'<p class="dp-note">{len(rows) - MAX_GROUP_ROWS:,} more groups not shown.</p>'
+    return f'<h3>Task groups</h3>\n<table class="dp-groups">{head}{"".join(body)}</table>{more}'
+
+
+def _errors_html(arrays: TaskArrays) -> str:
+    """Failed tasks (first few) with their exception type."""
+    failed = np.flatnonzero(arrays.error)
+    if not len(failed):
+        return ""
+    items = "".join(
+        f"<li><code>{escape(str(arrays.key[i]))}</code>: "
+        f"{escape(str(arrays.error_type[i] or 'error'))}</li>"
+        for i in failed[:MAX_ERROR_ROWS]
+    )
+    more = f"<li>... {len(failed) - MAX_ERROR_ROWS:,} more</li>" if len(failed) > 20 else ""
+    return f'<h3 class="dp-error">Failed tasks</h3><ul>{items}{more}</ul>'
+
+
+def _notes_html(run: RunLike) -> str:
+    """What the recorder dropped or switched off: never silent."""
+    notes = []
+    dropped = run.meta.get("dropped") or {}
+    if isinstance(dropped, dict):
+        lost = {k: v for k, v in dropped.items() if v}
+        if lost:
+            what = ", ".join(f"{escape(str(k))}: {int(v):,}" for k, v in lost.items())
+            notes.append(f"Records dropped (memory cap): {what}.")
+    for err in run.meta.get("errors") or []:
+        if isinstance(err, dict):
+            text = f"{err.get('collector', '?')}: {err.get('error', '')}"
+            notes.append(f"Collector switched off: {escape(text)}")
+    if run.meta.get("finished") is False:
+        notes.append("The run was still recording when this snapshot was taken.")
+    return "".join(f'<p class="dp-note">{n}</p>' for n in notes)
+
+
+def _code_html(code: str | None) -> str:
+    """The calling code, as distributed's performance report shows it."""
+    if not code:
+        return ""
+    return (
+        f"<details open><summary>Calling code</summary>"
+        f'<pre class="dp-code"><code>{escape(code)}</code></pre></details>'
+    )
+
+
+def summary_html(run: RunLike, *, code: str | None = None, arrays: TaskArrays | None = None) -> str:
+    """The summary section of one run."""
+    arrays = task_arrays(run) if arrays is None else arrays
+    parts = [
+        _facts_html(run, arrays),
+        _notes_html(run),
+        _errors_html(arrays),
+        _groups_html(arrays) if len(arrays) else '<p class="dp-note">No tasks recorded.</p>',
+        _code_html(code),
+    ]
+    return '<div class="dp-summary">\n' + "\n".join(p for p in parts if p) + "\n</div>"
