@@ -33,7 +33,7 @@ setup() {
   # Builds src/ into labextension/ (jlpm install + jlpm build) and installs the package.
   "$VENV/bin/python" -m pip install -q -e ".[test]"
   # Serve the extension from the checkout, so 'jlpm watch' rebuilds show on reload.
-  jupyter labextension develop --overwrite . >/dev/null
+  jupyter-builder develop --overwrite . >/dev/null
   jupyter labextension list 2>&1 | grep -q "daskprofile.*enabled.*OK" ||
     die "the daskprofile lab extension is not enabled: see 'jupyter labextension list'"
 }
