@@ -1,0 +1,304 @@
+"""Encoding of the comm protocol's messages (docs/protocol.md), and the browser's decoding.
+
+A message is ``(data, buffers)``: ``data`` a JSON-safe dict with a string ``type``,
+``buffers`` a list of ``bytes``. Columnar payloads (``tasks``, ``resources``, ``cache``)
+travel as one little-endian typed array per column, in the order of ``data["columns"]``;
+their times are float32 offsets from the batch's ``base`` (seconds since the run's
+``t0``). :func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)``
+per column), so tests and benchmarks see what the browser sees.
+
+Nothing here imports Jupyter: the encoder is pure and deterministic, which lets
+``tests/fixtures/protocol/generate.py`` pin every message type in a JSON fixture.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "COLUMNS",
+    "Message",
+    "decode",
+    "error",
+    "export",
+    "from_fixture",
+    "groups",
+    "hello",
+    "keys",
+    "progress",
+    "run_end",
+    "run_start",
+    "stacks",
+    "state",
+    "table",
+    "to_fixture",
+    "wire_size",
+    "worker_kind",
+    "workers",
+    "dropped",
+]
+
+#: ``(data, buffers)`` as handed to ``comm.send(data, buffers=buffers)``
+Message = tuple[dict[str, Any], list[bytes]]
+
+#: columnar message type -> its columns and their little-endian dtypes, in buffer order
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "tasks": (
+        ("group", "<u2"),
+        ("worker", "<u2"),
+        ("status", "u1"),
+        ("submit", "<f4"),
+        ("start", "<f4"),
+        ("stop", "<f4"),
+    ),
+    "resources": (("time", "<f4"), ("cpu", "<f4"), ("memory", "<f8"), ("processes", "<u2")),
+    "cache": (("time", "<f4"), ("group", "<u2"), ("metric", "<f8")),
+}
+
+#: columns holding times (float32 offsets from ``base`` on the wire)
+TIME_COLUMNS: dict[str, tuple[str, ...]] = {
+    "tasks": ("submit", "start", "stop"),
+    "resources": ("time",),
+    "cache": ("time",),
+}
+
+_UINT_MAX = {"<u2": 0xFFFF, "u1": 0xFF}
+
+
+# ---------------------------------------------------------------- JSON safety
+
+
+def clean(value: Any) -> Any:
+    """``value`` as plain JSON: numpy scalars/arrays unwrapped, NaN/inf -> None, keys str."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return clean(value.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [clean(v) for v in value]
+    return repr(value)
+
+
+def _msg(type_: str, buffers: list[bytes] | None = None, **fields: Any) -> Message:
+    data = {"type": type_, **{k: clean(v) for k, v in fields.items()}}
+    return data, buffers or []
+
+
+# ---------------------------------------------------------------- JSON-only messages
+
+
+def hello(
+    protocol: str, versions: Mapping[str, str], pid: int, paused: bool, history: int
+) -> Message:
+    """The kernel's answer to the panel's hello."""
+    return _msg(
+        "hello", protocol=protocol, versions=dict(versions), pid=pid, paused=paused, history=history
+    )
+
+
+def error(code: str, message: str, request: str | None = None) -> Message:
+    """A refused request (``code``: protocol, bad-request, unknown-run, export-failed)."""
+    return _msg("error", code=code, message=message, request=request)
+
+
+def run_start(
+    run: str, t0: float, wall0: float, options: Mapping[str, Any], title: str | None
+) -> Message:
+    """A run begins (or is replayed); ``t0`` is perf_counter, ``wall0`` Unix time."""
+    return _msg("run_start", run=run, t0=t0, wall0=wall0, options=dict(options), title=title)
+
+
+def groups(run: str, ids: Sequence[int], names: Sequence[str], colors: Sequence[str]) -> Message:
+    """New task groups (sent before any row uses them)."""
+    return _msg("groups", run=run, ids=list(ids), names=list(names), colors=list(colors))
+
+
+def worker_kind(label: str) -> str:
+    """``thread``, ``process`` or ``worker`` from a worker's display label."""
+    if label.startswith("process"):
+        return "process"
+    if "thread" in label:
+        return "thread"
+    return "worker"
+
+
+def workers(run: str, ids: Sequence[int], labels: Sequence[str]) -> Message:
+    """New workers; their kind is read from the label."""
+    kinds = [worker_kind(label) for label in labels]
+    return _msg("workers", run=run, ids=list(ids), labels=list(labels), kinds=kinds)
+
+
+def progress(
+    run: str,
+    group_ids: Sequence[int],
+    total: Sequence[int],
+    done: Sequence[int],
+    erred: Sequence[int],
+) -> Message:
+    """Per-group progress (same order in every list)."""
+    return _msg("progress", run=run, groups=list(group_ids), total=total, done=done, erred=erred)
+
+
+def stacks(run: str, t_start: float, t_end: float, trees: Mapping[str, Any]) -> Message:
+    """One sampler cycle's new samples, ``{group: tree}``; times in s since t0."""
+    return _msg("stacks", run=run, t_start=t_start, t_end=t_end, trees=dict(trees))
+
+
+def keys(run: str, indices: Sequence[int], key_labels: Sequence[str]) -> Message:
+    """Task keys of rows ``indices`` of the run's task table."""
+    return _msg("keys", run=run, indices=list(indices), keys=list(key_labels))
+
+
+def run_end(
+    run: str,
+    summary: Mapping[str, Any],
+    dropped_records: Mapping[str, int],
+    errors: Sequence[Mapping[str, Any]],
+) -> Message:
+    """A run finished."""
+    return _msg(
+        "run_end", run=run, summary=dict(summary), dropped=dict(dropped_records), errors=errors
+    )
+
+
+def dropped(run: str | None, messages: int, rows: int) -> Message:
+    """Counts (so far) of messages and rows the publisher dropped for a slow panel."""
+    return _msg("dropped", run=run, messages=messages, rows=rows)
+
+
+def state(paused: bool) -> Message:
+    """Pause/resume acknowledged."""
+    return _msg("state", paused=paused)
+
+
+def export(run: str, fmt: str, filename: str, mime: str, payload: bytes) -> Message:
+    """An exported file, its bytes in one buffer."""
+    return _msg("export", [bytes(payload)], run=run, format=fmt, filename=filename, mime=mime)
+
+
+# ---------------------------------------------------------------- columnar messages
+
+
+def _base(kind: str, cols: Mapping[str, np.ndarray]) -> float:
+    """The batch's base time: its earliest time, rounded to the microsecond."""
+    mins = [float(np.min(cols[c])) for c in TIME_COLUMNS[kind] if len(cols[c])]
+    finite = [m for m in mins if math.isfinite(m)]
+    return round(min(finite), 6) if finite else 0.0
+
+
+def _column(values: Any, dtype: str, n: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.shape != (n,):
+        raise ValueError(f"column of shape {arr.shape}, expected ({n},)")
+    top = _UINT_MAX.get(dtype)
+    if top is not None:
+        arr = np.clip(arr, 0, top)
+    return arr.astype(dtype, copy=False)
+
+
+def table(kind: str, run: str, columns: Mapping[str, Any], first: int | None = None) -> Message:
+    """A ``tasks``, ``resources`` or ``cache`` batch.
+
+    ``columns`` maps each of ``COLUMNS[kind]`` to a 1-d array; times are float64 seconds
+    since the run's ``t0`` and are sent as float32 offsets from the batch's ``base``.
+    ``first`` (tasks only) is the run-wide index of the batch's first row.
+    """
+    spec = COLUMNS[kind]
+    n = len(np.asarray(columns[spec[0][0]]))
+    cols = {name: np.asarray(columns[name]) for name, _ in spec}
+    base = _base(kind, cols)
+    times = TIME_COLUMNS[kind]
+    buffers = []
+    for name, dtype in spec:
+        values = cols[name] - base if name in times else cols[name]
+        buffers.append(_column(values, dtype, n).tobytes())
+    fields: dict[str, Any] = {"run": run, "n": n, "base": base}
+    if kind == "tasks":
+        fields["first"] = int(first or 0)
+    fields["columns"] = [name for name, _ in spec]
+    return _msg(kind, buffers, **fields)
+
+
+# ---------------------------------------------------------------- decoding (as the panel)
+
+
+def _as_bytes(buf: Any) -> bytes:
+    return buf.tobytes() if isinstance(buf, memoryview) else bytes(buf)
+
+
+def decode(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, Any]:
+    """Read a message as the panel does: columns become typed arrays (still offsets).
+
+    Returns ``data`` plus, for columnar types, ``arrays`` (``{column: ndarray}`` in wire
+    dtypes) and ``times`` (``{time column: float64 seconds since t0}``); for ``export``,
+    ``payload`` (bytes). Raises ``ValueError`` on a malformed message.
+    """
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise ValueError(f"message without a string type: {data!r}")
+    out = dict(data)
+    if kind == "export":
+        if len(buffers) != 1:
+            raise ValueError(f"export carries {len(buffers)} buffers, expected 1")
+        out["payload"] = _as_bytes(buffers[0])
+        return out
+    spec = COLUMNS.get(kind)
+    if spec is None:
+        return out
+    out["arrays"] = _decode_columns(data, buffers, spec)
+    base = float(data["base"])
+    out["times"] = {c: base + out["arrays"][c].astype(np.float64) for c in TIME_COLUMNS[kind]}
+    return out
+
+
+def _decode_columns(
+    data: Mapping[str, Any], buffers: Sequence[Any], spec: tuple[tuple[str, str], ...]
+) -> dict[str, np.ndarray]:
+    names = data.get("columns")
+    dtypes = dict(spec)
+    if not isinstance(names, list) or len(names) != len(buffers):
+        raise ValueError(f"columns {names!r} do not match {len(buffers)} buffers")
+    n = data.get("n")
+    arrays = {}
+    for name, buf in zip(names, buffers, strict=True):
+        dtype = dtypes.get(name)
+        if dtype is None:
+            raise ValueError(f"unknown column {name!r}")
+        arr = np.frombuffer(_as_bytes(buf), dtype=dtype)
+        if len(arr) != n:
+            raise ValueError(f"column {name!r} has {len(arr)} rows, n={n!r}")
+        arrays[name] = arr
+    return arrays
+
+
+def wire_size(data: Mapping[str, Any], buffers: Iterable[Any] = ()) -> int:
+    """Bytes of a message's payload on the wire: compact JSON ``data`` plus raw buffers."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode()) + sum(len(_as_bytes(b)) for b in buffers)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def to_fixture(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, Any]:
+    """The fixture form ``{"data": ..., "buffers": [base64, ...]}`` of a message."""
+    return {
+        "data": dict(data),
+        "buffers": [base64.b64encode(_as_bytes(b)).decode("ascii") for b in buffers],
+    }
+
+
+def from_fixture(fixture: Mapping[str, Any]) -> Message:
+    """The message a fixture describes."""
+    buffers = [base64.b64decode(b) for b in fixture.get("buffers", [])]
+    return dict(fixture["data"]), buffers
