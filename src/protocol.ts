@@ -1,8 +1,9 @@
 /**
  * The daskprofile comm protocol, as written down in docs/protocol.md.
  *
- * Pure types and validators: no DOM, no JupyterLab imports, so the TypeScript unit tests
- * can decode the shared JSON fixtures exactly as the panel does.
+ * Pure types and strict decoders: no DOM, no JupyterLab imports, so the TypeScript unit
+ * tests can decode the shared JSON fixtures exactly as the panel does. A decoder either
+ * returns a fully typed message or throws a ProtocolError naming the first bad field.
  */
 
 /** Name of the comm target the kernel side registers. */
@@ -23,6 +24,23 @@ export const BOOTSTRAP_CODE =
 /** Command the panel suggests when the kernel lacks daskprofile. */
 export const INSTALL_HINT = '%pip install daskprofile';
 
+/** Most task indices one `keys` request may carry. */
+export const MAX_KEYS_PER_REQUEST = 10000;
+
+/** Export formats the kernel knows. */
+export type ExportFormat = 'html' | 'trace' | 'speedscope' | 'run';
+
+/** A run id as the kernel sends it (echoed back unchanged in requests). */
+export type RunId = number | string;
+
+/** A malformed message: the panel logs it and ignores the message. */
+export class ProtocolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProtocolError';
+  }
+}
+
 /** The kernel's answer to the panel's hello. */
 export interface IHelloMessage {
   type: 'hello';
@@ -30,6 +48,7 @@ export interface IHelloMessage {
   versions: { [name: string]: string };
   pid: number;
   paused: boolean;
+  history: number;
 }
 
 /** An error the kernel reports (bad request, incompatible protocol). */
@@ -37,7 +56,149 @@ export interface IErrorMessage {
   type: 'error';
   code: string;
   message: string;
+  request: string | null;
 }
+
+export interface IRunStartMessage {
+  type: 'run_start';
+  run: RunId;
+  t0: number;
+  wall0: number;
+  options: Record<string, unknown>;
+  title: string | null;
+}
+
+export interface IGroupsMessage {
+  type: 'groups';
+  run: RunId;
+  ids: number[];
+  names: string[];
+  colors: string[];
+}
+
+export interface IWorkersMessage {
+  type: 'workers';
+  run: RunId;
+  ids: number[];
+  labels: string[];
+  kinds: string[];
+}
+
+export interface ITasksMessage {
+  type: 'tasks';
+  run: RunId;
+  n: number;
+  base: number;
+  first: number;
+  group: Uint16Array;
+  worker: Uint16Array;
+  status: Uint8Array;
+  submit: Float32Array;
+  start: Float32Array;
+  stop: Float32Array;
+}
+
+export interface IResourcesMessage {
+  type: 'resources';
+  run: RunId;
+  n: number;
+  base: number;
+  time: Float32Array;
+  cpu: Float32Array;
+  memory: Float64Array;
+  processes: Uint16Array;
+}
+
+export interface ICacheMessage {
+  type: 'cache';
+  run: RunId;
+  n: number;
+  base: number;
+  time: Float32Array;
+  group: Uint16Array;
+  metric: Float64Array;
+}
+
+export interface IProgressMessage {
+  type: 'progress';
+  run: RunId;
+  groups: number[];
+  total: number[];
+  done: number[];
+  erred: number[];
+}
+
+/** A stack tree node, in distributed's nested profile form. */
+export interface IStackTree {
+  identifier: string;
+  name: string;
+  filename: string;
+  line: number;
+  count: number;
+  children: IStackTree[];
+}
+
+export interface IStacksMessage {
+  type: 'stacks';
+  run: RunId;
+  tStart: number;
+  tEnd: number;
+  trees: { [group: string]: IStackTree };
+}
+
+export interface IKeysMessage {
+  type: 'keys';
+  run: RunId;
+  indices: number[];
+  keys: string[];
+}
+
+export interface IRunEndMessage {
+  type: 'run_end';
+  run: RunId;
+  summary: Record<string, unknown>;
+  dropped: { [what: string]: number };
+  errors: unknown[];
+}
+
+export interface IDroppedMessage {
+  type: 'dropped';
+  run: RunId;
+  messages: number;
+  rows: number;
+}
+
+export interface IStateMessage {
+  type: 'state';
+  paused: boolean;
+}
+
+export interface IExportMessage {
+  type: 'export';
+  run: RunId;
+  format: string;
+  filename: string;
+  mime: string;
+  bytes: Uint8Array;
+}
+
+/** Every message the kernel may send. */
+export type KernelMessage =
+  | IHelloMessage
+  | IErrorMessage
+  | IRunStartMessage
+  | IGroupsMessage
+  | IWorkersMessage
+  | ITasksMessage
+  | IResourcesMessage
+  | ICacheMessage
+  | IProgressMessage
+  | IStacksMessage
+  | IKeysMessage
+  | IRunEndMessage
+  | IDroppedMessage
+  | IStateMessage
+  | IExportMessage;
 
 /** Major part of a "major.minor" version string, or NaN. */
 export function majorVersion(version: unknown): number {
@@ -53,20 +214,194 @@ export function isCompatible(version: unknown): boolean {
   return majorVersion(version) === majorVersion(PROTOCOL_VERSION);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+// ------------------------------------------------------------------ field checks
+
+type Obj = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Obj {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
+
+function fail(type: string, what: string): never {
+  throw new ProtocolError(`${type}: ${what}`);
+}
+
+function num(d: Obj, key: string, type: string): number {
+  const v = d[key];
+  if (typeof v !== 'number' || !Number.isFinite(v)) {
+    fail(type, `"${key}" must be a finite number`);
+  }
+  return v;
+}
+
+function count(d: Obj, key: string, type: string): number {
+  const v = num(d, key, type);
+  if (!Number.isInteger(v) || v < 0) {
+    fail(type, `"${key}" must be a non-negative integer`);
+  }
+  return v;
+}
+
+function str(d: Obj, key: string, type: string): string {
+  const v = d[key];
+  if (typeof v !== 'string') {
+    fail(type, `"${key}" must be a string`);
+  }
+  return v;
+}
+
+function runId(d: Obj, type: string): RunId {
+  const v = d.run;
+  if (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) {
+    return v;
+  }
+  fail(type, '"run" must be a string or a number');
+}
+
+function intList(d: Obj, key: string, type: string): number[] {
+  const v = d[key];
+  if (!Array.isArray(v) || !v.every(x => Number.isInteger(x) && x >= 0)) {
+    fail(type, `"${key}" must be a list of non-negative integers`);
+  }
+  return v as number[];
+}
+
+function strList(d: Obj, key: string, type: string): string[] {
+  const v = d[key];
+  if (!Array.isArray(v) || !v.every(x => typeof x === 'string')) {
+    fail(type, `"${key}" must be a list of strings`);
+  }
+  return v as string[];
+}
+
+function sameLength(type: string, lists: { [key: string]: unknown[] }): void {
+  const entries = Object.entries(lists);
+  const n = entries[0][1].length;
+  for (const [key, list] of entries) {
+    if (list.length !== n) {
+      fail(type, `"${key}" has ${list.length} items, expected ${n}`);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ binary columns
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+interface ITypedArrayCtor<T> {
+  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): T;
+  new (length: number): T;
+  readonly BYTES_PER_ELEMENT: number;
+}
+
+type Reader = (view: DataView, offset: number) => number;
+
+/** A typed array over a little-endian buffer (copied when unaligned or on big-endian). */
+function typed<T extends { [i: number]: number }>(
+  ctor: ITypedArrayCtor<T>,
+  read: Reader,
+  view: DataView,
+  n: number,
+  name: string,
+  type: string
+): T {
+  const size = ctor.BYTES_PER_ELEMENT;
+  if (view.byteLength !== n * size) {
+    fail(
+      type,
+      `column "${name}" has ${view.byteLength} bytes, expected ${n * size}`
+    );
+  }
+  if (LITTLE_ENDIAN) {
+    if (view.byteOffset % size === 0) {
+      return new ctor(view.buffer, view.byteOffset, n);
+    }
+    const copy = view.buffer.slice(
+      view.byteOffset,
+      view.byteOffset + view.byteLength
+    );
+    return new ctor(copy, 0, n);
+  }
+  const out = new ctor(n);
+  for (let i = 0; i < n; i++) {
+    out[i] = read(view, i * size);
+  }
+  return out;
+}
+
+const u8 = (v: DataView, n: number, name: string, type: string) =>
+  typed(Uint8Array, (d, o) => d.getUint8(o), v, n, name, type);
+const u16 = (v: DataView, n: number, name: string, type: string) =>
+  typed(Uint16Array, (d, o) => d.getUint16(o, true), v, n, name, type);
+const f32 = (v: DataView, n: number, name: string, type: string) =>
+  typed(Float32Array, (d, o) => d.getFloat32(o, true), v, n, name, type);
+const f64 = (v: DataView, n: number, name: string, type: string) =>
+  typed(Float64Array, (d, o) => d.getFloat64(o, true), v, n, name, type);
+
+/** The buffers of a columnar message, by column name (extra columns are ignored). */
+function columns(
+  d: Obj,
+  buffers: DataView[],
+  required: string[],
+  type: string
+): { [name: string]: DataView } {
+  const names = strList(d, 'columns', type);
+  if (names.length !== buffers.length) {
+    fail(type, `${names.length} columns but ${buffers.length} buffers`);
+  }
+  const out: { [name: string]: DataView } = {};
+  names.forEach((name, i) => (out[name] = buffers[i]));
+  for (const name of required) {
+    if (!(name in out)) {
+      fail(type, `missing column "${name}"`);
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ stack trees
+
+const MAX_TREE_DEPTH = 1000;
+
+function parseTree(value: unknown, depth: number): IStackTree {
+  const type = 'stacks';
+  if (!isRecord(value)) {
+    fail(type, 'a tree node must be an object');
+  }
+  if (depth > MAX_TREE_DEPTH) {
+    fail(type, `tree deeper than ${MAX_TREE_DEPTH}`);
+  }
+  const description = isRecord(value.description) ? value.description : {};
+  const children = value.children ?? {};
+  if (!isRecord(children)) {
+    fail(type, '"children" must be an object');
+  }
+  const line = description.line_number;
+  return {
+    identifier: str(value, 'identifier', type),
+    name: typeof description.name === 'string' ? description.name : '',
+    filename:
+      typeof description.filename === 'string' ? description.filename : '',
+    line: typeof line === 'number' ? line : 0,
+    count: count(value, 'count', type),
+    children: Object.values(children).map(c => parseTree(c, depth + 1))
+  };
+}
+
+// ------------------------------------------------------------------ decoders
+
+type Decoder = (d: Obj, buffers: DataView[]) => KernelMessage;
 
 /** Validate a hello message; throws an Error naming the first bad field. */
 export function parseHello(data: unknown): IHelloMessage {
   if (!isRecord(data) || data.type !== 'hello') {
-    throw new Error('hello: not a hello message');
+    throw new ProtocolError('hello: not a hello message');
   }
   if (typeof data.protocol !== 'string') {
-    throw new Error('hello: "protocol" must be a string');
+    throw new ProtocolError('hello: "protocol" must be a string');
   }
   if (!isRecord(data.versions)) {
-    throw new Error('hello: "versions" must be an object');
+    throw new ProtocolError('hello: "versions" must be an object');
   }
   const versions: { [name: string]: string } = {};
   for (const [name, value] of Object.entries(data.versions)) {
@@ -77,6 +412,223 @@ export function parseHello(data: unknown): IHelloMessage {
     protocol: data.protocol,
     versions,
     pid: typeof data.pid === 'number' ? data.pid : -1,
-    paused: data.paused === true
+    paused: data.paused === true,
+    history: typeof data.history === 'number' ? data.history : 0
   };
+}
+
+const DECODERS: { [type: string]: Decoder } = {
+  hello: d => parseHello(d),
+  error: d => ({
+    type: 'error',
+    code: str(d, 'code', 'error'),
+    message: str(d, 'message', 'error'),
+    request: typeof d.request === 'string' ? d.request : null
+  }),
+  run_start: d => {
+    const t = 'run_start';
+    if (
+      d.title !== null &&
+      d.title !== undefined &&
+      typeof d.title !== 'string'
+    ) {
+      fail(t, '"title" must be a string or null');
+    }
+    return {
+      type: t,
+      run: runId(d, t),
+      t0: num(d, 't0', t),
+      wall0: num(d, 'wall0', t),
+      options: isRecord(d.options) ? d.options : {},
+      title: typeof d.title === 'string' ? d.title : null
+    };
+  },
+  groups: d => {
+    const t = 'groups';
+    const msg: IGroupsMessage = {
+      type: t,
+      run: runId(d, t),
+      ids: intList(d, 'ids', t),
+      names: strList(d, 'names', t),
+      colors: strList(d, 'colors', t)
+    };
+    sameLength(t, { ids: msg.ids, names: msg.names, colors: msg.colors });
+    return msg;
+  },
+  workers: d => {
+    const t = 'workers';
+    const msg: IWorkersMessage = {
+      type: t,
+      run: runId(d, t),
+      ids: intList(d, 'ids', t),
+      labels: strList(d, 'labels', t),
+      kinds: strList(d, 'kinds', t)
+    };
+    sameLength(t, { ids: msg.ids, labels: msg.labels, kinds: msg.kinds });
+    return msg;
+  },
+  tasks: (d, buffers) => {
+    const t = 'tasks';
+    const n = count(d, 'n', t);
+    const c = columns(
+      d,
+      buffers,
+      ['group', 'worker', 'status', 'submit', 'start', 'stop'],
+      t
+    );
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      first: count(d, 'first', t),
+      group: u16(c.group, n, 'group', t),
+      worker: u16(c.worker, n, 'worker', t),
+      status: u8(c.status, n, 'status', t),
+      submit: f32(c.submit, n, 'submit', t),
+      start: f32(c.start, n, 'start', t),
+      stop: f32(c.stop, n, 'stop', t)
+    };
+  },
+  resources: (d, buffers) => {
+    const t = 'resources';
+    const n = count(d, 'n', t);
+    const c = columns(d, buffers, ['time', 'cpu', 'memory', 'processes'], t);
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      time: f32(c.time, n, 'time', t),
+      cpu: f32(c.cpu, n, 'cpu', t),
+      memory: f64(c.memory, n, 'memory', t),
+      processes: u16(c.processes, n, 'processes', t)
+    };
+  },
+  cache: (d, buffers) => {
+    const t = 'cache';
+    const n = count(d, 'n', t);
+    const c = columns(d, buffers, ['time', 'group', 'metric'], t);
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      time: f32(c.time, n, 'time', t),
+      group: u16(c.group, n, 'group', t),
+      metric: f64(c.metric, n, 'metric', t)
+    };
+  },
+  progress: d => {
+    const t = 'progress';
+    const msg: IProgressMessage = {
+      type: t,
+      run: runId(d, t),
+      groups: intList(d, 'groups', t),
+      total: intList(d, 'total', t),
+      done: intList(d, 'done', t),
+      erred: intList(d, 'erred', t)
+    };
+    sameLength(t, {
+      groups: msg.groups,
+      total: msg.total,
+      done: msg.done,
+      erred: msg.erred
+    });
+    return msg;
+  },
+  stacks: d => {
+    const t = 'stacks';
+    if (!isRecord(d.trees)) {
+      fail(t, '"trees" must be an object');
+    }
+    const trees: { [group: string]: IStackTree } = {};
+    for (const [group, tree] of Object.entries(d.trees)) {
+      trees[group] = parseTree(tree, 0);
+    }
+    return {
+      type: t,
+      run: runId(d, t),
+      tStart: num(d, 't_start', t),
+      tEnd: num(d, 't_end', t),
+      trees
+    };
+  },
+  keys: d => {
+    const t = 'keys';
+    const msg: IKeysMessage = {
+      type: t,
+      run: runId(d, t),
+      indices: intList(d, 'indices', t),
+      keys: strList(d, 'keys', t)
+    };
+    sameLength(t, { indices: msg.indices, keys: msg.keys });
+    return msg;
+  },
+  run_end: d => {
+    const t = 'run_end';
+    const dropped: { [what: string]: number } = {};
+    if (d.dropped !== undefined && d.dropped !== null) {
+      if (!isRecord(d.dropped)) {
+        fail(t, '"dropped" must be an object');
+      }
+      for (const [what, n] of Object.entries(d.dropped)) {
+        if (typeof n !== 'number') {
+          fail(t, `"dropped.${what}" must be a number`);
+        }
+        dropped[what] = n;
+      }
+    }
+    return {
+      type: t,
+      run: runId(d, t),
+      summary: isRecord(d.summary) ? d.summary : {},
+      dropped,
+      errors: Array.isArray(d.errors) ? d.errors : []
+    };
+  },
+  dropped: d => ({
+    type: 'dropped',
+    run: runId(d, 'dropped'),
+    messages: count(d, 'messages', 'dropped'),
+    rows: count(d, 'rows', 'dropped')
+  }),
+  state: d => {
+    if (typeof d.paused !== 'boolean') {
+      fail('state', '"paused" must be a boolean');
+    }
+    return { type: 'state', paused: d.paused };
+  },
+  export: (d, buffers) => {
+    const t = 'export';
+    if (buffers.length !== 1) {
+      fail(t, `expected one buffer, got ${buffers.length}`);
+    }
+    const b = buffers[0];
+    return {
+      type: t,
+      run: runId(d, t),
+      format: str(d, 'format', t),
+      filename: str(d, 'filename', t),
+      mime: str(d, 'mime', t),
+      bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
+    };
+  }
+};
+
+/**
+ * Decode one kernel message. Returns null for an unknown `type` (forward compatible
+ * within a major version); throws a ProtocolError when the message is malformed.
+ */
+export function decodeMessage(
+  data: unknown,
+  buffers: DataView[] = []
+): KernelMessage | null {
+  if (!isRecord(data) || typeof data.type !== 'string') {
+    throw new ProtocolError('message: not an object with a string "type"');
+  }
+  const decoder = Object.prototype.hasOwnProperty.call(DECODERS, data.type)
+    ? DECODERS[data.type]
+    : undefined;
+  return decoder ? decoder(data, buffers) : null;
 }

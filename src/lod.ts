@@ -1,0 +1,313 @@
+/**
+ * Level of detail for the task stream (pure, no DOM): per-lane arrays sorted by start,
+ * binary search of the visible window, and sub-pixel tasks merged into per-pixel-column
+ * runs, so a frame costs O(visible tasks + lanes x width) draws whatever the run's size.
+ */
+
+import { Column } from './columns';
+
+/** First index i in [0, n) with arr[i] >= value (n when none). */
+export function lowerBound(
+  arr: ArrayLike<number>,
+  n: number,
+  value: number
+): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (arr[mid] < value) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/** The tasks of one lane (worker), kept sorted by start time. */
+export class LaneIndex {
+  /** Task rows (indices into the run's task table), in start order. */
+  readonly rows = new Column(Int32Array);
+  readonly starts = new Column(Float64Array);
+  readonly stops = new Column(Float64Array);
+
+  get length(): number {
+    return this.rows.length;
+  }
+
+  /** Longest task in the lane: how far back from a window a visible task may start. */
+  get maxDuration(): number {
+    return this._maxDuration;
+  }
+
+  push(row: number, start: number, stop: number): void {
+    if (
+      this.starts.length > 0 &&
+      start < this.starts.data[this.starts.length - 1]
+    ) {
+      this._sorted = false;
+    }
+    this.rows.push(row);
+    this.starts.push(start);
+    this.stops.push(stop);
+    if (stop - start > this._maxDuration) {
+      this._maxDuration = stop - start;
+    }
+  }
+
+  /** Restore start order after out-of-order appends (rare: tasks arrive by stop). */
+  ensureSorted(): void {
+    if (this._sorted) {
+      return;
+    }
+    const n = this.length;
+    const starts = this.starts.data;
+    const order = Array.from({ length: n }, (_, i) => i);
+    order.sort((a, b) => starts[a] - starts[b] || a - b);
+    const rows = this.rows.data.slice(0, n);
+    const s = starts.slice(0, n);
+    const e = this.stops.data.slice(0, n);
+    for (let i = 0; i < n; i++) {
+      const j = order[i];
+      this.rows.data[i] = rows[j];
+      this.starts.data[i] = s[j];
+      this.stops.data[i] = e[j];
+    }
+    this._sorted = true;
+  }
+
+  /** Index of the first task that may overlap [t, ...). */
+  firstVisible(t: number): number {
+    this.ensureSorted();
+    return lowerBound(this.starts.data, this.length, t - this._maxDuration);
+  }
+
+  /** The row of the task under time `t` (within `tolerance` seconds), or -1. */
+  hitTest(t: number, tolerance: number): number {
+    const n = this.length;
+    const starts = this.starts.data;
+    const stops = this.stops.data;
+    let best = -1;
+    let bestDistance = Infinity;
+    for (let i = this.firstVisible(t - tolerance); i < n; i++) {
+      const s = starts[i];
+      if (s > t + tolerance) {
+        break;
+      }
+      const e = stops[i];
+      const d = t < s ? s - t : t > e ? t - e : 0;
+      if (d <= tolerance && d < bestDistance) {
+        best = this.rows.data[i];
+        bestDistance = d;
+      }
+    }
+    return best;
+  }
+
+  private _sorted = true;
+  private _maxDuration = 0;
+}
+
+/** Rectangles to draw for one frame, in pixels (x only; lanes give y). */
+export class RectBuffer {
+  x0 = new Float32Array(1024);
+  x1 = new Float32Array(1024);
+  lane = new Uint16Array(1024);
+  group = new Uint16Array(1024);
+  /** Opacity level 0..3 (0.4, 0.6, 0.8, 1): how much of a merged column tasks cover. */
+  level = new Uint8Array(1024);
+  /** The task row, or -1 for a run merged from several tasks. */
+  row = new Int32Array(1024);
+  length = 0;
+  /** Tasks visited to build the frame. */
+  visited = 0;
+
+  clear(): void {
+    this.length = 0;
+    this.visited = 0;
+  }
+
+  push(
+    x0: number,
+    x1: number,
+    lane: number,
+    group: number,
+    level: number,
+    row: number
+  ): void {
+    if (this.length === this.x0.length) {
+      this._grow();
+    }
+    const i = this.length++;
+    this.x0[i] = x0;
+    this.x1[i] = x1;
+    this.lane[i] = lane;
+    this.group[i] = group;
+    this.level[i] = level;
+    this.row[i] = row;
+  }
+
+  private _grow(): void {
+    const n = this.x0.length * 2;
+    const grow = <
+      T extends Float32Array | Uint16Array | Uint8Array | Int32Array
+    >(
+      a: T,
+      make: (n: number) => T
+    ): T => {
+      const b = make(n);
+      b.set(a);
+      return b;
+    };
+    this.x0 = grow(this.x0, k => new Float32Array(k));
+    this.x1 = grow(this.x1, k => new Float32Array(k));
+    this.lane = grow(this.lane, k => new Uint16Array(k));
+    this.group = grow(this.group, k => new Uint16Array(k));
+    this.level = grow(this.level, k => new Uint8Array(k));
+    this.row = grow(this.row, k => new Int32Array(k));
+  }
+}
+
+/** Opacities of the levels a RectBuffer uses. */
+export const LEVEL_ALPHA = [0.4, 0.6, 0.8, 1];
+
+function coverageLevel(coverage: number): number {
+  return coverage >= 0.9 ? 3 : coverage >= 0.5 ? 2 : coverage >= 0.2 ? 1 : 0;
+}
+
+/**
+ * Append the rectangles of lane `laneIndex` visible in the time window [v0, v1] drawn
+ * `width` pixels wide. Tasks at least a pixel wide are drawn as they are; narrower ones
+ * are merged per pixel column (coloured by the widest task in the column, opacity by the
+ * covered fraction), and adjacent columns of the same colour and opacity into one run.
+ */
+export function laneRects(
+  lane: LaneIndex,
+  laneIndex: number,
+  groupOfRow: ArrayLike<number>,
+  v0: number,
+  v1: number,
+  width: number,
+  out: RectBuffer
+): void {
+  if (!(v1 > v0) || width <= 0 || lane.length === 0) {
+    return;
+  }
+  const k = width / (v1 - v0);
+  const n = lane.length;
+  const starts = lane.starts.data;
+  const stops = lane.stops.data;
+  const rows = lane.rows.data;
+  let col = -1;
+  let cover = 0;
+  let best = -1;
+  let bestGroup = 0;
+  let bestRow = -1;
+  let tasksInCol = 0;
+  // the last merged run, extendable while colour and opacity stay the same
+  let runIndex = -1;
+
+  const flush = () => {
+    if (col < 0) {
+      return;
+    }
+    const level = coverageLevel(cover);
+    if (
+      runIndex >= 0 &&
+      runIndex === out.length - 1 &&
+      out.x1[runIndex] === col &&
+      out.group[runIndex] === bestGroup &&
+      out.level[runIndex] === level
+    ) {
+      out.x1[runIndex] = col + 1;
+      out.row[runIndex] = -1;
+    } else {
+      out.push(
+        col,
+        col + 1,
+        laneIndex,
+        bestGroup,
+        level,
+        tasksInCol === 1 ? bestRow : -1
+      );
+      runIndex = out.length - 1;
+    }
+    col = -1;
+  };
+
+  let i = lane.firstVisible(v0);
+  const visitedFrom = i;
+  for (; i < n; i++) {
+    const s = starts[i];
+    if (s > v1) {
+      break;
+    }
+    const e = stops[i];
+    if (e < v0) {
+      continue;
+    }
+    const x0 = (s - v0) * k;
+    const x1 = (e - v0) * k;
+    const row = rows[i];
+    if (x1 - x0 >= 1) {
+      flush();
+      runIndex = -1;
+      out.push(
+        Math.max(-1, x0),
+        Math.min(width + 1, x1),
+        laneIndex,
+        groupOfRow[row],
+        3,
+        row
+      );
+      continue;
+    }
+    const c = Math.min(width - 1, Math.max(0, Math.floor(x0)));
+    if (c !== col) {
+      flush();
+      col = c;
+      cover = 0;
+      best = -1;
+      tasksInCol = 0;
+    }
+    const w = x1 - x0;
+    cover += w;
+    tasksInCol++;
+    if (w > best) {
+      best = w;
+      bestGroup = groupOfRow[row];
+      bestRow = row;
+    }
+  }
+  flush();
+  out.visited += i - visitedFrom;
+}
+
+/**
+ * Order of the rectangles by (group, level), so a frame sets each fill style once:
+ * a counting sort, O(rects + groups).
+ */
+export function drawOrder(
+  buffer: RectBuffer,
+  groups: number,
+  scratch?: Int32Array
+): Int32Array {
+  const n = buffer.length;
+  const keys = groups * 4;
+  const counts = new Int32Array(keys + 1);
+  for (let i = 0; i < n; i++) {
+    counts[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i] + 1]++;
+  }
+  for (let k = 1; k <= keys; k++) {
+    counts[k] += counts[k - 1];
+  }
+  const order =
+    scratch && scratch.length >= n ? scratch : new Int32Array(Math.max(n, 16));
+  for (let i = 0; i < n; i++) {
+    order[
+      counts[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i]]++
+    ] = i;
+  }
+  return order;
+}

@@ -1,0 +1,197 @@
+/** Helpers of the TypeScript unit tests: shared fixtures and message builders. */
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+/** Where the JSON fixtures shared with pytest live. */
+export const FIXTURES = path.resolve(
+  __dirname,
+  '..',
+  '..',
+  'tests',
+  'fixtures',
+  'protocol'
+);
+
+/** A message as the comm delivers it: JSON data and binary buffers. */
+export interface IWire {
+  data: Record<string, unknown>;
+  buffers: DataView[];
+  /** What the encoder put in the columns (columnar fixtures only). */
+  decoded?: Record<string, unknown>;
+}
+
+/** Base64 strings to DataViews (as the browser gets the comm's binary buffers). */
+export function fromBase64(buffers: string[]): DataView[] {
+  return buffers.map(b => {
+    const bytes = Buffer.from(b, 'base64');
+    const copy = new ArrayBuffer(bytes.length);
+    new Uint8Array(copy).set(bytes);
+    return new DataView(copy);
+  });
+}
+
+/** Names of the shared fixtures (without `.json`), [] until they exist. */
+export function fixtureNames(): string[] {
+  if (!fs.existsSync(FIXTURES)) {
+    return [];
+  }
+  return fs
+    .readdirSync(FIXTURES)
+    .filter(f => f.endsWith('.json'))
+    .map(f => f.slice(0, -5))
+    .sort();
+}
+
+/** A shared fixture decoded to the wire form. */
+export function fixture(name: string): IWire {
+  const raw = JSON.parse(
+    fs.readFileSync(path.join(FIXTURES, `${name}.json`), 'utf8')
+  );
+  return {
+    data: raw.data,
+    buffers: fromBase64(raw.buffers ?? []),
+    decoded: raw.decoded
+  };
+}
+
+function view(a: ArrayBufferView): DataView {
+  return new DataView(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** A `tasks` message. */
+export function tasksMessage(
+  run: number | string,
+  first: number,
+  rows: {
+    group: number;
+    worker: number;
+    status?: number;
+    submit?: number;
+    start: number;
+    stop: number;
+  }[],
+  base = 0
+): IWire {
+  const n = rows.length;
+  return {
+    data: {
+      type: 'tasks',
+      run,
+      n,
+      base,
+      first,
+      columns: ['group', 'worker', 'status', 'submit', 'start', 'stop']
+    },
+    buffers: [
+      view(new Uint16Array(rows.map(r => r.group))),
+      view(new Uint16Array(rows.map(r => r.worker))),
+      view(new Uint8Array(rows.map(r => r.status ?? 0))),
+      view(new Float32Array(rows.map(r => (r.submit ?? r.start) - base))),
+      view(new Float32Array(rows.map(r => r.start - base))),
+      view(new Float32Array(rows.map(r => r.stop - base)))
+    ]
+  };
+}
+
+/** A `resources` message. */
+export function resourcesMessage(
+  run: number | string,
+  rows: { time: number; cpu: number; memory: number; processes?: number }[],
+  base = 0
+): IWire {
+  return {
+    data: {
+      type: 'resources',
+      run,
+      n: rows.length,
+      base,
+      columns: ['time', 'cpu', 'memory', 'processes']
+    },
+    buffers: [
+      view(new Float32Array(rows.map(r => r.time - base))),
+      view(new Float32Array(rows.map(r => r.cpu))),
+      view(new Float64Array(rows.map(r => r.memory))),
+      view(new Uint16Array(rows.map(r => r.processes ?? 1)))
+    ]
+  };
+}
+
+/** A `cache` message. */
+export function cacheMessage(
+  run: number | string,
+  rows: { time: number; group: number; metric: number }[],
+  base = 0
+): IWire {
+  return {
+    data: {
+      type: 'cache',
+      run,
+      n: rows.length,
+      base,
+      columns: ['time', 'group', 'metric']
+    },
+    buffers: [
+      view(new Float32Array(rows.map(r => r.time - base))),
+      view(new Uint16Array(rows.map(r => r.group))),
+      view(new Float64Array(rows.map(r => r.metric)))
+    ]
+  };
+}
+
+/** A stack tree in distributed's nested form. */
+export function tree(
+  name: string,
+  count: number,
+  children: Record<string, unknown>[] = []
+): Record<string, unknown> {
+  const kids: Record<string, unknown> = {};
+  for (const c of children) {
+    kids[String(c.identifier)] = c;
+  }
+  return {
+    identifier: name === 'root' ? 'root' : `${name};file.py;1`,
+    description: { filename: 'file.py', name, line_number: 1, line: '' },
+    count,
+    children: kids
+  };
+}
+
+/** The JSON-only messages of a small run. */
+export function runStart(
+  run: number | string,
+  title: string | null = 'x.sum()'
+) {
+  return {
+    type: 'run_start',
+    run,
+    t0: 1000.5,
+    wall0: 1.7e9,
+    options: { tasks: true },
+    title
+  };
+}
+
+export function groupsMessage(
+  run: number | string,
+  names: string[],
+  first = 0
+) {
+  return {
+    type: 'groups',
+    run,
+    ids: names.map((_, i) => first + i),
+    names,
+    colors: names.map(() => '#1f77b4')
+  };
+}
+
+export function workersMessage(run: number | string, labels: string[]) {
+  return {
+    type: 'workers',
+    run,
+    ids: labels.map((_, i) => i),
+    labels,
+    kinds: labels.map(() => 'thread')
+  };
+}
