@@ -1,0 +1,189 @@
+"""Stack sampler: samples/s per busy thread and slowdown of CPU-bound pure Python.
+
+Side by side, in one process, on the same workload (threads that hold the GIL in a
+pure-Python loop, registered as running a task the way the task hook does):
+
+- ``off``: no sampler (the baseline)
+- ``daskprofile``: ``StackCollector(interval=0.01)``
+- ``daskprofile+switch2ms``: the same with ``switch_interval=0.002``
+- ``distributed-loop``: the distributed worker's approach, a thread that sleeps
+  ``interval`` then feeds each busy thread's frame to ``distributed.profile.process``
+- ``distributed.watch``: ``distributed.profile.watch(thread, "10ms", "1s")`` per busy thread
+
+Runs are interleaved and repeated; slowdown is the median of per-round ratios to ``off``.
+
+    PYTHONPATH=python .venv/bin/python benchmarks/bench_stacks.py [--threads 1 2] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from distributed import profile as dprofile
+
+from daskprofile import worker
+from daskprofile.collectors.stacks import StackCollector
+
+INTERVAL = 0.01
+
+
+def hot(n: int) -> int:
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def task(chunks: int) -> None:
+    worker.task_started(f"hot-{threading.get_ident()}", "hot")
+    try:
+        for _ in range(chunks):
+            hot(10_000)
+    finally:
+        worker.task_stopped()
+
+
+class Sampler:
+    """One way of sampling: start() before the threads run, stop() -> samples taken."""
+
+    def start(self, idents: Callable[[], list[int]]) -> None: ...
+
+    def stop(self) -> int:
+        return 0
+
+
+class Ours(Sampler):
+    def __init__(self, switch_interval: float | None) -> None:
+        self.switch_interval = switch_interval
+
+    def start(self, idents: Callable[[], list[int]]) -> None:
+        self.c = StackCollector(INTERVAL, switch_interval=self.switch_interval)
+        self.c.start()
+
+    def stop(self) -> int:
+        self.c.stop()
+        return sum(self.c.samples_by_group().values())
+
+
+class DistributedLoop(Sampler):
+    """What distributed's worker does each interval: sleep, then process() busy frames."""
+
+    def start(self, idents: Callable[[], list[int]]) -> None:
+        self.done = threading.Event()
+        self.state = dprofile.create()
+        self.n = 0
+        self.t = threading.Thread(target=self._run)
+        self.t.start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            time.sleep(INTERVAL)
+            frames = sys._current_frames()
+            for ident in worker.snapshot():
+                frame = frames.get(ident)
+                if frame is not None:
+                    dprofile.process(frame, None, self.state)
+                    self.n += 1
+            del frames
+
+    def stop(self) -> int:
+        self.done.set()
+        self.t.join()
+        return self.n
+
+
+class DistributedWatch(Sampler):
+    def start(self, idents: Callable[[], list[int]]) -> None:
+        self.done = False
+        self.logs = []
+        for ident in idents():
+            log = dprofile.watch(ident, "10ms", "1s", maxlen=1000, stop=lambda: self.done)
+            self.logs.append(log)
+
+    def stop(self) -> int:
+        self.done = True
+        time.sleep(2 * INTERVAL)  # watch threads notice stop() on their next wake-up
+        return sum(state["count"] for log in self.logs for _, state in log)
+
+
+def run_once(sampler: Sampler | None, nthreads: int, chunks: int) -> tuple[float, int]:
+    go = threading.Event()
+
+    def body() -> None:
+        go.wait()
+        task(chunks)
+
+    threads = [threading.Thread(target=body) for _ in range(nthreads)]
+    for t in threads:
+        t.start()
+    if sampler is not None:
+        sampler.start(lambda: [t.ident for t in threads if t.ident is not None])
+    t0 = time.perf_counter()
+    go.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    samples = sampler.stop() if sampler is not None else 0
+    return elapsed, samples
+
+
+CONFIGS: dict[str, Callable[[], Sampler | None]] = {
+    "off": lambda: None,
+    "daskprofile": lambda: Ours(None),
+    "daskprofile+switch2ms": lambda: Ours(0.002),
+    "distributed-loop": DistributedLoop,
+    "distributed.watch": DistributedWatch,
+}
+
+
+def bench(nthreads: int, rounds: int, seconds: float) -> list[dict[str, Any]]:
+    # calibrate: chunks so that one thread alone runs ~`seconds`
+    t0 = time.perf_counter()
+    hot(10_000)
+    chunk = time.perf_counter() - t0
+    chunks = max(10, int(seconds / chunk / nthreads))
+    results: dict[str, list[tuple[float, int]]] = {name: [] for name in CONFIGS}
+    for _ in range(rounds):
+        for name, make in CONFIGS.items():
+            results[name].append(run_once(make(), nthreads, chunks))
+    base = results["off"]
+    rows = []
+    for name, runs in results.items():
+        ratios = [e / b for (e, _), (b, _) in zip(runs, base, strict=True)]
+        rates = [n / nthreads / e for e, n in runs]
+        rows.append(
+            {
+                "sampler": name,
+                "threads": nthreads,
+                "wall_s": statistics.median(e for e, _ in runs),
+                "slowdown_pct": 100 * (statistics.median(ratios) - 1),
+                "samples_per_s_per_thread": statistics.median(rates),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, switch interval {sys.getswitchinterval()}s")
+    print(f"{'sampler':24} {'threads':>7} {'wall s':>8} {'slowdown':>9} {'samples/s/thread':>17}")
+    for n in args.threads:
+        for row in bench(n, args.rounds, args.seconds):
+            print(
+                f"{row['sampler']:24} {row['threads']:>7} {row['wall_s']:>8.3f} "
+                f"{row['slowdown_pct']:>8.1f}% {row['samples_per_s_per_thread']:>17.1f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

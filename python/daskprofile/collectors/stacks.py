@@ -1,0 +1,545 @@
+"""Statistical stack sampler: where, line by line, the running tasks spend their time.
+
+A sampler thread wakes every ``interval`` on absolute deadlines (so the time it waits for
+the GIL does not stretch the period), reads ``worker.snapshot()`` to learn which threads run
+which task, and takes the stacks of those threads only from ``sys._current_frames()``.
+Each stack becomes a tuple of small frame ids (a ``(code, line)`` pair is interned once, so
+a sample costs a dict lookup per frame) counted per task group in time buckets of
+``cycle`` seconds. Trees in ``distributed.profile``'s format are built only when asked for.
+
+With ``scheduler="processes"`` the task hook calls :func:`ensure_worker_sampler` and
+:func:`drain_worker_samples` inside each worker process; the kernel side feeds the drained
+payloads to :meth:`StackCollector.merge_remote`.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import threading
+import uuid
+import warnings
+from collections.abc import Mapping
+from time import perf_counter
+from types import CodeType, FrameType
+from typing import Any
+
+from .. import stacktree, worker
+from ..stacktree import FrameInfo, Tree
+
+__all__ = [
+    "PAYLOAD_VERSION",
+    "StackCollector",
+    "drain_worker_samples",
+    "ensure_worker_sampler",
+    "stop_worker_sampler",
+]
+
+#: version of the payload :func:`drain_worker_samples` returns
+PAYLOAD_VERSION = 1
+
+# How a code object's frames are treated when a stack is walked from the innermost frame.
+_KEEP, _WRAPPER, _BOUNDARY = 0, 1, 2
+#: the scheduler runs tasks from here: this frame and everything above it are cut
+_BOUNDARY_FILES = ("dask/local.py",)
+#: dask's task-calling machinery: cut when it sits at the outer end of a stack
+_WRAPPER_FILES = ("dask/_task_spec.py", "dask/core.py", "daskprofile/hooks.py")
+
+Stack = tuple[int, ...]
+#: group -> stack -> samples
+Counts = dict[str, dict[Stack, int]]
+
+
+def _check_positive(name: str, value: object) -> float:
+    """``value`` as a finite positive float, or TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _code_kind(code: CodeType) -> int:
+    filename = code.co_filename.replace("\\", "/")
+    if filename.endswith(_BOUNDARY_FILES):
+        return _BOUNDARY
+    if any(part in filename for part in _WRAPPER_FILES):
+        return _WRAPPER
+    return _KEEP
+
+
+class _FrameTable:
+    """Interns frames to small ints; keeps the code objects alive so their ids stay unique."""
+
+    def __init__(self, max_frames: int = 500_000) -> None:
+        self.infos: list[FrameInfo] = []
+        self._index: dict[FrameInfo, int] = {}
+        # id(code) -> (code, kind, {line: frame id})
+        self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
+        self._max = max_frames
+        self.overflow = self.intern(FrameInfo("<daskprofile>", "<frame table full>", 0, 0))
+
+    def intern(self, info: FrameInfo) -> int:
+        fid = self._index.get(info)
+        if fid is None:
+            if len(self.infos) >= self._max:
+                return self.overflow
+            fid = self._index[info] = len(self.infos)
+            self.infos.append(info)
+        return fid
+
+    def stack(self, frame: FrameType | None) -> Stack:
+        """The frame ids of ``frame`` and its callers, outermost first, cut at the scheduler."""
+        codes = self._codes
+        out: list[int] = []
+        keep = 0
+        while frame is not None:
+            code = frame.f_code
+            entry = codes.get(id(code))
+            if entry is None:
+                entry = codes[id(code)] = (code, _code_kind(code), {})
+            if entry[1] == _BOUNDARY:
+                break
+            line = frame.f_lineno or 0
+            fid = entry[2].get(line)
+            if fid is None:
+                fid = entry[2][line] = self.intern(
+                    FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
+                )
+            out.append(fid)
+            if entry[1] == _KEEP:
+                keep = len(out)
+            frame = frame.f_back
+        if keep:
+            del out[keep:]
+        out.reverse()
+        return tuple(out)
+
+
+class _Sampler:
+    """Sampling engine shared by the kernel collector and the worker-process sampler."""
+
+    def __init__(self, interval: float, cycle: float, max_cycles: int) -> None:
+        self.interval = _check_positive("interval", interval)
+        self.cycle = _check_positive("cycle", cycle)
+        self.max_cycles = max_cycles
+        self.table = _FrameTable()
+        self.lock = threading.Lock()
+        self.buckets: dict[int, Counts] = {}  # cycle index -> counts
+        self.by_group: dict[str, int] = {}
+        self.by_thread: dict[int | str, int] = {}  # thread ident, or "pid:ident" if remote
+        self.ticks = 0
+        self.dropped = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._own = -1
+
+    # -- thread ---------------------------------------------------------------------------
+    def start(self, name: str) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _run(self) -> None:
+        self._own = threading.get_ident()
+        interval = self.interval
+        deadline = perf_counter()
+        while True:
+            now = perf_counter()
+            # absolute deadlines: a late wake-up (waiting for the GIL) shortens the next wait,
+            # but never to less than half an interval, so samples do not come in bursts
+            deadline = max(deadline + interval, now + interval / 2)
+            if self._stop.wait(deadline - now):
+                return
+            try:
+                self.sample()
+            except Exception as exc:  # never raise into the computation: switch off
+                self.error = repr(exc)
+                warnings.warn(
+                    f"daskprofile: stack sampler switched off after an error: {exc!r}",
+                    RuntimeWarning,
+                    stacklevel=1,
+                )
+                return
+            if self.idle():
+                return
+
+    def idle(self) -> bool:
+        """Whether the thread should end on its own (the worker sampler does when idle)."""
+        return False
+
+    # -- sampling -------------------------------------------------------------------------
+    def sample(self) -> None:
+        """Take one sample of every thread that runs a task (not of the calling thread)."""
+        running = worker.snapshot()
+        self.ticks += 1
+        if not running:
+            return
+        frames = sys._current_frames()
+        now = perf_counter()
+        own = threading.get_ident()
+        with self.lock:
+            counts = self._bucket(int(now // self.cycle))
+            for ident, (_key, group) in running.items():
+                frame = frames.get(ident)
+                if frame is None or ident == own:
+                    continue
+                stack = self.table.stack(frame)
+                per_group = counts.get(group)
+                if per_group is None:
+                    per_group = counts[group] = {}
+                per_group[stack] = per_group.get(stack, 0) + 1
+                self.by_group[group] = self.by_group.get(group, 0) + 1
+                self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
+        del frames
+
+    def _bucket(self, k: int) -> Counts:
+        """Counts of cycle ``k`` (caller holds the lock); evicts the oldest beyond the cap."""
+        counts = self.buckets.get(k)
+        if counts is None:
+            counts = self.buckets[k] = {}
+            while len(self.buckets) > self.max_cycles:
+                oldest = min(self.buckets)
+                evicted = self.buckets.pop(oldest)
+                self.dropped += sum(n for stacks in evicted.values() for n in stacks.values())
+        return counts
+
+    def counts_between(self, t_from: float | None, t_to: float | None) -> Counts:
+        """Counts summed over the cycles that overlap ``[t_from, t_to]``."""
+        total: Counts = {}
+        with self.lock:
+            for k in sorted(self.buckets):
+                if _overlaps(k, self.cycle, t_from, t_to):
+                    _add_counts(total, self.buckets[k])
+        return total
+
+
+def _overlaps(k: int, cycle: float, t_from: float | None, t_to: float | None) -> bool:
+    start, end = k * cycle, (k + 1) * cycle
+    return (t_from is None or end > t_from) and (t_to is None or start <= t_to)
+
+
+def _add_counts(dest: Counts, src: Mapping[str, Mapping[Stack, int]]) -> None:
+    for group, stacks in src.items():
+        target = dest.setdefault(group, {})
+        for stack, n in stacks.items():
+            target[stack] = target.get(stack, 0) + n
+
+
+_owner_pids: set[int] = set()
+
+
+class StackCollector:
+    """Samples the stacks of threads running tasks; trees per task group, over time.
+
+    ``interval`` is the time between samples, ``cycle`` the width of one history entry
+    (both seconds). ``switch_interval`` (seconds, None to leave it) lowers
+    ``sys.setswitchinterval`` while sampling so the sampler gets the GIL from busy
+    pure-Python threads in time; the previous value is restored by ``stop()``.
+    """
+
+    def __init__(
+        self,
+        interval: float = 0.01,
+        cycle: float = 1.0,
+        *,
+        max_cycles: int = 3600,
+        switch_interval: float | None = 0.002,
+    ) -> None:
+        self._sampler = _Sampler(interval, cycle, max_cycles)
+        if switch_interval is not None:
+            _check_positive("switch_interval", switch_interval)
+        self.switch_interval = switch_interval
+        self._remote: dict[str, dict[int, int]] = {}  # process token -> remote fid -> fid
+        self.t_start: float | None = None
+        self.t_stop: float | None = None
+        _owner_pids.add(os.getpid())
+
+    @property
+    def interval(self) -> float:
+        return self._sampler.interval
+
+    @property
+    def cycle(self) -> float:
+        return self._sampler.cycle
+
+    @property
+    def error(self) -> str | None:
+        """The error that switched the sampler off, if any."""
+        return self._sampler.error
+
+    @property
+    def dropped(self) -> int:
+        """Samples lost to the history cap (or to a remote frame table we never got)."""
+        return self._sampler.dropped
+
+    @property
+    def ticks(self) -> int:
+        """How many times the sampler thread woke and sampled (in this process)."""
+        return self._sampler.ticks
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the sampler thread (idempotent)."""
+        if self._sampler.alive:
+            return
+        _owner_pids.add(os.getpid())
+        self.t_start, self.t_stop = perf_counter(), None
+        if self.switch_interval is not None:
+            _switch.lower(self.switch_interval)
+        self._sampler.start("daskprofile-stacks")
+
+    def stop(self) -> None:
+        """Stop sampling; returns as soon as the thread has ended (within one sample)."""
+        was_alive = self._sampler.alive
+        self._sampler.stop()
+        if was_alive:
+            self.t_stop = perf_counter()
+            if self.switch_interval is not None:
+                _switch.restore()
+
+    def __enter__(self) -> StackCollector:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- reading --------------------------------------------------------------------------
+    def trees(self, t_from: float | None = None, t_to: float | None = None) -> dict[str, Tree]:
+        """``{group: tree}`` merged over the cycles overlapping ``[t_from, t_to]``."""
+        counts = self._sampler.counts_between(t_from, t_to)
+        infos = self._frames()
+        return {group: stacktree.build(stacks, infos) for group, stacks in counts.items()}
+
+    snapshot = trees
+
+    def history(
+        self, t_from: float | None = None, t_to: float | None = None
+    ) -> list[tuple[float, float, dict[str, Tree]]]:
+        """``[(t_start, t_end, {group: tree})]`` one per cycle with samples, oldest first."""
+        s = self._sampler
+        with s.lock:
+            keys = [k for k in sorted(s.buckets) if _overlaps(k, s.cycle, t_from, t_to)]
+            picked = [(k, {g: dict(st) for g, st in s.buckets[k].items()}) for k in keys]
+        infos = self._frames()
+        out = []
+        for k, counts in picked:
+            trees = {g: stacktree.build(st, infos) for g, st in counts.items()}
+            out.append((*self._span(k), trees))
+        return out
+
+    def _span(self, k: int) -> tuple[float, float]:
+        start, end = k * self.cycle, (k + 1) * self.cycle
+        if self.t_start is not None and start < self.t_start < end:
+            start = self.t_start
+        if self.t_stop is not None and start < self.t_stop < end:
+            end = self.t_stop
+        return start, end
+
+    def hot_lines(
+        self, func_or_name: object, t_from: float | None = None, t_to: float | None = None
+    ) -> list[tuple[str, int, int]]:
+        """``(filename, line, samples)`` for one function (object, code or name), hottest first."""
+        return stacktree.hot_lines(self.trees(t_from, t_to), func_or_name)
+
+    def samples_by_group(self) -> dict[str, int]:
+        """Samples taken per task group (all processes)."""
+        with self._sampler.lock:
+            return dict(self._sampler.by_group)
+
+    def samples_by_thread(self) -> dict[str, int]:
+        """Samples per ``"<pid>:<thread ident>"`` worker label (kernel threads and remote)."""
+        with self._sampler.lock:
+            return {
+                (k if isinstance(k, str) else f"{os.getpid()}:{k}"): n
+                for k, n in self._sampler.by_thread.items()
+            }
+
+    def _frames(self) -> list[FrameInfo]:
+        with self._sampler.lock:
+            return list(self._sampler.table.infos)
+
+    # -- processes scheduler --------------------------------------------------------------
+    def merge_remote(self, payload: Mapping[str, Any] | None) -> None:
+        """Add samples drained in a worker process (see :func:`drain_worker_samples`)."""
+        if not payload or payload.get("v") != PAYLOAD_VERSION:
+            return
+        s = self._sampler
+        with s.lock:
+            fids = self._remote.setdefault(payload["proc"], {0: s.table.overflow})
+            for remote_fid, *info in payload["frames"]:
+                fids[remote_fid] = s.table.intern(FrameInfo(*info))
+            for t, groups in payload["buckets"]:
+                counts = s._bucket(int(t // s.cycle))
+                for group, stacks in groups.items():
+                    self._merge_group(counts.setdefault(group, {}), group, stacks, fids)
+            pid = payload["pid"]
+            for ident, n in payload["threads"].items():
+                label = f"{pid}:{ident}"
+                s.by_thread[label] = s.by_thread.get(label, 0) + n
+
+    def _merge_group(
+        self,
+        dest: dict[Stack, int],
+        group: str,
+        stacks: list[tuple[Stack, int]],
+        fids: dict[int, int],
+    ) -> None:
+        s = self._sampler
+        unknown = s.table.intern(FrameInfo("<daskprofile>", "<unknown remote frame>", 0, 0))
+        for remote_stack, n in stacks:
+            stack = tuple(fids.get(f, unknown) for f in remote_stack)
+            dest[stack] = dest.get(stack, 0) + n
+            s.by_group[group] = s.by_group.get(group, 0) + n
+
+
+class _SwitchInterval:
+    """Reference-counted lowering of ``sys.setswitchinterval`` (restored by the last user)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = 0.0
+        self._set = 0.0
+
+    def lower(self, value: float) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._saved = sys.getswitchinterval()
+            self._users += 1
+            if value < sys.getswitchinterval():
+                sys.setswitchinterval(value)
+            self._set = sys.getswitchinterval()
+
+    def restore(self) -> None:
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            # leave a value someone else set meanwhile alone
+            if self._users == 0 and sys.getswitchinterval() == self._set:
+                sys.setswitchinterval(self._saved)
+
+
+_switch = _SwitchInterval()
+
+
+# -- worker-process side ----------------------------------------------------------------------
+class _WorkerSampler(_Sampler):
+    """The sampler of one worker process: drained after each task, ends itself when idle."""
+
+    def __init__(self, interval: float, cycle: float, idle_timeout: float) -> None:
+        super().__init__(interval, cycle, max_cycles=1_000_000)
+        self.pid = os.getpid()
+        self.token = f"{self.pid}-{uuid.uuid4().hex[:12]}"
+        self.idle_timeout = idle_timeout
+        self._sent_frames = 1  # frame 0 is the overflow marker, known to every receiver
+        #: last time a task ran here or ensure_worker_sampler() was called
+        self.busy_at = perf_counter()
+
+    def idle(self) -> bool:
+        now = perf_counter()
+        if worker.running:
+            self.busy_at = now
+        return now - self.busy_at > self.idle_timeout
+
+    def drain(self) -> dict[str, Any] | None:
+        with self.lock:
+            if not self.buckets:
+                return None
+            buckets, self.buckets = self.buckets, {}
+            threads, self.by_thread = self.by_thread, {}
+            self.by_group = {}
+            infos = self.table.infos
+            new = [(fid, *infos[fid]) for fid in range(self._sent_frames, len(infos))]
+            self._sent_frames = len(infos)
+        return {
+            "v": PAYLOAD_VERSION,
+            "proc": self.token,
+            "pid": self.pid,
+            "frames": new,
+            "buckets": [
+                ((k + 0.5) * self.cycle, {g: list(st.items()) for g, st in counts.items()})
+                for k, counts in sorted(buckets.items())
+            ],
+            "threads": threads,
+        }
+
+
+_worker_sampler: _WorkerSampler | None = None
+_worker_lock = threading.Lock()
+
+
+def _is_worker_process(owner_pid: int | None) -> bool:
+    pid = os.getpid()
+    if owner_pid is not None:
+        return pid != owner_pid
+    return pid not in _owner_pids and multiprocessing.parent_process() is not None
+
+
+def ensure_worker_sampler(
+    interval: float = 0.01,
+    cycle: float = 1.0,
+    owner_pid: int | None = None,
+    idle_timeout: float = 5.0,
+) -> bool:
+    """Make sure this worker process samples its task threads; cheap when it already does.
+
+    Call it where a task starts in a worker process. It does nothing (and returns False) in
+    the process that owns the collector: ``owner_pid`` when given, else any process that
+    created a :class:`StackCollector`, or one not started by ``multiprocessing``. The
+    sampler thread is a daemon and ends after ``idle_timeout`` seconds without tasks; the
+    next call starts it again. Returns whether a sampler runs in this process.
+    """
+    global _worker_sampler
+    current = _worker_sampler
+    if current is not None and current.pid == os.getpid():
+        current.busy_at = perf_counter()  # keeps an idle sampler from ending right now
+        if current.alive:
+            return True
+    if not _is_worker_process(owner_pid):
+        return False
+    with _worker_lock:
+        current = _worker_sampler
+        if current is None or current.pid != os.getpid():  # none yet, or inherited by fork
+            current = _worker_sampler = _WorkerSampler(interval, cycle, idle_timeout)
+        current.start("daskprofile-stacks-worker")
+    return True
+
+
+def drain_worker_samples() -> dict[str, Any] | None:
+    """The samples taken in this process since the last drain, as a small picklable dict.
+
+    None when there is nothing new or no sampler runs here. Frames are sent once per
+    process: each payload carries only the frames that are new since the previous one, so
+    payloads must reach :meth:`StackCollector.merge_remote` in the order they were drained.
+    """
+    current = _worker_sampler
+    if current is None or current.pid != os.getpid():
+        return None
+    try:
+        return current.drain()
+    except Exception:  # never raise into the computation
+        return None
+
+
+def stop_worker_sampler() -> None:
+    """Stop this process's worker sampler, if any (its undrained samples are discarded)."""
+    global _worker_sampler
+    current, _worker_sampler = _worker_sampler, None
+    if current is not None and current.pid == os.getpid():
+        current.stop()

@@ -1,0 +1,149 @@
+"""ResourceCollector: CPU/memory/process count of the whole process tree, sampled in a thread."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import dask
+import numpy as np
+import psutil
+import pytest
+
+from daskprofile.collectors.resources import COLUMNS, ResourceCollector
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left() -> Iterator[None]:
+    yield
+    # dask keeps its thread pool alive between computes: only ours must be gone
+    left = [t for t in threading.enumerate() if t.name.startswith("daskprofile")]
+    assert not left, f"threads left behind: {left}"
+
+
+def mean_cpu(cols: dict[str, np.ndarray]) -> float:
+    """Time-weighted mean CPU % over the samples (the first has no interval)."""
+    t, cpu = cols["time"], cols["cpu"]
+    return float((cpu[1:] * np.diff(t)).sum() / (t[-1] - t[0]))
+
+
+def sleepy(x: int) -> int:
+    time.sleep(0.4)
+    return x
+
+
+def test_first_sample_is_taken_at_start_and_columns_are_typed() -> None:
+    with ResourceCollector(dt=10.0) as rc:
+        cols = rc.snapshot()
+    assert tuple(cols) == COLUMNS
+    assert 1 <= len(cols["time"]) <= 2  # the one at start, maybe one more at stop
+    assert cols["memory"][0] > 10_000_000
+    assert cols["processes"][0] >= 1
+    assert cols["memory"].dtype == np.int64
+
+
+def test_sees_memory_growth_of_an_allocating_workload() -> None:
+    with ResourceCollector(dt=0.02) as rc:
+        time.sleep(0.1)
+        block = np.ones(300_000_000 // 8)  # 300 MB, touched
+        time.sleep(0.2)
+        del block
+    mem = rc.snapshot()["memory"]
+    assert mem.max() - mem[0] > 250_000_000
+
+
+def test_sees_cpu_of_a_busy_thread() -> None:
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(10_000))
+
+    busy = threading.Thread(target=spin)
+    with ResourceCollector(dt=0.05) as rc:
+        busy.start()
+        time.sleep(1.0)
+        stop.set()
+        busy.join()
+    assert mean_cpu(rc.snapshot()) > 50
+
+
+def test_sees_worker_processes_of_the_processes_scheduler() -> None:
+    tasks = [dask.delayed(sleepy)(i) for i in range(4)]
+    with ResourceCollector(dt=0.05) as rc:
+        assert dask.compute(*tasks, scheduler="processes", num_workers=2, chunksize=1) == (
+            0,
+            1,
+            2,
+            3,
+        )
+    procs = rc.snapshot()["processes"]
+    assert procs[0] >= 1
+    assert procs.max() >= procs[0] + 2
+
+
+def test_sees_a_child_process_started_mid_run_and_tolerates_its_exit() -> None:
+    with ResourceCollector(dt=0.02) as rc:
+        time.sleep(0.05)
+        for _ in range(3):  # children that come and go between samples
+            subprocess.run([sys.executable, "-c", "import time; time.sleep(0.15)"], check=True)
+    cols = rc.snapshot()
+    assert cols["processes"].max() >= cols["processes"][0] + 1
+    assert rc.error is None
+
+
+def test_stop_returns_within_50_ms_whatever_dt() -> None:
+    rc = ResourceCollector(dt=1.0)
+    rc.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    rc.stop()
+    assert time.perf_counter() - t0 < 0.05
+    assert not rc.running
+
+
+def test_does_not_count_itself() -> None:
+    # sampling every 2 ms costs the sampler a good share of a core: none of it is reported
+    with ResourceCollector(dt=0.002) as rc:
+        time.sleep(1.0)
+    cols = rc.snapshot()
+    assert len(cols["time"]) > 100
+    assert mean_cpu(cols) < 5.0
+    own_tree = 1 + len(psutil.Process().children(recursive=True))
+    assert cols["processes"][-1] == own_tree  # a thread, not a tracker process
+
+
+def test_since_streams_only_new_samples() -> None:
+    with ResourceCollector(dt=0.01) as rc:
+        first, cursor = rc.since(0)
+        time.sleep(0.1)
+        second, cursor2 = rc.since(cursor)
+    assert len(first["time"]) >= 1
+    assert len(second["time"]) >= 3
+    assert cursor2 == cursor + len(second["time"])
+    assert second["time"][0] > first["time"][-1]
+
+
+def test_memory_is_bounded_and_drops_are_counted() -> None:
+    with ResourceCollector(dt=0.002, max_samples=8) as rc:
+        time.sleep(0.2)
+    cols = rc.snapshot()
+    assert len(cols["time"]) == 8
+    assert rc.dropped > 0
+    assert np.all(np.diff(cols["time"]) > 0)
+
+
+@pytest.mark.parametrize("dt", [0, -1, math.nan, math.inf])
+def test_invalid_dt_raises_value_error_naming_dt(dt: float) -> None:
+    with pytest.raises(ValueError, match="dt"):
+        ResourceCollector(dt=dt)
+
+
+@pytest.mark.parametrize("dt", ["0.1", None, True])
+def test_non_number_dt_raises_type_error_naming_dt(dt: object) -> None:
+    with pytest.raises(TypeError, match="dt"):
+        ResourceCollector(dt=dt)  # type: ignore[arg-type]

@@ -1,0 +1,317 @@
+"""StackCollector: statistical stack sampling of threads running tasks, and its trees."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+import dask
+import pytest
+from distributed import profile as dprofile
+
+from daskprofile import stacktree, worker
+from daskprofile.collectors.stacks import (
+    PAYLOAD_VERSION,
+    StackCollector,
+    drain_worker_samples,
+    ensure_worker_sampler,
+)
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left() -> Iterator[None]:
+    yield
+    # dask keeps its thread pool alive between computes: only ours must be gone
+    left = [t for t in threading.enumerate() if t.name.startswith("daskprofile")]
+    assert not left, f"threads left behind: {left}"
+    assert not worker.running, "a test left a task registered"
+
+
+# -- workloads: pure-Python, GIL-holding ---------------------------------------------------------
+def spin(n: int) -> int:
+    x = 0
+    for i in range(n):  # SPIN-LOOP
+        x += i * i  # SPIN-BODY
+    return x
+
+
+def light_then_heavy(repeat: int) -> int:
+    total = 0
+    for _ in range(repeat):
+        total += 1  # LIGHT
+        total += spin(20_000)  # HEAVY
+    return total
+
+
+def other_work(n: int) -> float:
+    y = 0.0
+    for i in range(n):
+        y += math.sqrt(i)
+    return y
+
+
+def line_of(func: Callable[..., Any], marker: str) -> int:
+    lines, first = inspect.getsourcelines(func)
+    return first + next(i for i, text in enumerate(lines) if marker in text)
+
+
+def run_as_task(group: str, body: Callable[[], Any], seconds: float) -> threading.Thread:
+    """A thread that runs ``body`` in a loop for ``seconds``, registered as a task of ``group``."""
+
+    def target() -> None:
+        worker.task_started(f"{group}-{threading.get_ident()}", group)
+        try:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                body()
+        finally:
+            worker.task_stopped()
+
+    thread = threading.Thread(target=target, name=f"task-{group}")
+    thread.start()
+    return thread
+
+
+def sample_tasks(
+    tasks: dict[str, Callable[[], Any]], seconds: float = 0.6, **kwargs: Any
+) -> StackCollector:
+    with StackCollector(**kwargs) as collector:
+        threads = [run_as_task(group, body, seconds) for group, body in tasks.items()]
+        for t in threads:
+            t.join()
+    return collector
+
+
+def leaves(tree: stacktree.Tree) -> Iterator[stacktree.Tree]:
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if not node["children"]:
+            yield node
+        todo.extend(node["children"].values())
+
+
+def find(tree: stacktree.Tree, name: str) -> list[stacktree.Tree]:
+    out, todo = [], [tree]
+    while todo:
+        node = todo.pop()
+        if node["description"]["name"] == name:
+            out.append(node)
+        todo.extend(node["children"].values())
+    return out
+
+
+# -- sampling -------------------------------------------------------------------------------------
+def test_cpu_bound_function_is_the_innermost_frame_with_its_line_numbers() -> None:
+    collector = sample_tasks({"spin": lambda: spin(50_000)})
+    tree = collector.trees()["spin"]
+    assert tree["identifier"] == "root"
+    assert tree["count"] > 0
+    hot = [leaf for leaf in leaves(tree) if leaf["description"]["name"] == "spin"]
+    assert hot, "spin() should be a leaf"
+    assert sum(leaf["count"] for leaf in hot) > 0.8 * tree["count"]
+    loop_lines = {line_of(spin, "SPIN-LOOP"), line_of(spin, "SPIN-BODY")}
+    desc = hot[0]["description"]
+    assert desc["line_number"] in loop_lines
+    assert desc["filename"] == __file__
+    assert "x" in desc["line"]
+    lines = {int(line) for leaf in hot for line in leaf["lines"]}
+    assert lines <= loop_lines
+
+
+def test_collects_a_robust_fraction_of_the_expected_samples() -> None:
+    collector = sample_tasks({"spin": lambda: spin(50_000)}, seconds=1.0, interval=0.01)
+    # 100 expected at 10 ms; asserting rates belongs to benchmarks/bench_stacks.py
+    assert collector.samples_by_group()["spin"] >= 25
+    (label, n), *_ = collector.samples_by_thread().items()
+    assert label.startswith(f"{os.getpid()}:")
+    assert n == collector.samples_by_group()["spin"]
+
+
+def test_stack_is_cut_where_the_task_starts_under_a_real_dask_scheduler() -> None:
+    def task(x: int) -> int:
+        worker.task_started("task-1", "task")
+        try:
+            end = time.perf_counter() + 0.4
+            while time.perf_counter() < end:
+                spin(20_000)
+        finally:
+            worker.task_stopped()
+        return x
+
+    with StackCollector() as collector:
+        assert dask.compute(dask.delayed(task)(1), scheduler="threads") == (1,)
+    tree = collector.trees()["task"]
+    (top,) = tree["children"].values()  # no threading/dask frames above the task
+    assert top["description"]["name"] == "task"
+    assert find(top, "spin")
+
+
+def test_groups_are_kept_separate() -> None:
+    collector = sample_tasks({"a": lambda: spin(30_000), "b": lambda: other_work(30_000)})
+    trees = collector.trees()
+    assert set(trees) == {"a", "b"}
+    assert find(trees["a"], "spin")
+    assert not find(trees["a"], "other_work")
+    assert find(trees["b"], "other_work")
+    assert not find(trees["b"], "spin")
+    assert set(collector.samples_by_group()) == {"a", "b"}
+
+
+def test_history_cycles_and_time_ranges_select_cycles() -> None:
+    collector = sample_tasks({"spin": lambda: spin(30_000)}, seconds=1.0, cycle=0.2)
+    history = collector.history()
+    assert len(history) >= 4
+    for (s0, e0, _), (s1, e1, _) in itertools.pairwise(history):
+        assert s0 < e0 <= s1 < e1
+    total = collector.trees()["spin"]["count"]
+    assert sum(trees["spin"]["count"] for _, _, trees in history if "spin" in trees) == total
+    start, end, _ = history[1]
+    part = collector.trees(start, end - 1e-6)["spin"]["count"]
+    assert 0 < part < total
+
+
+def test_hot_lines_points_at_the_hot_line() -> None:
+    collector = sample_tasks({"mix": lambda: light_then_heavy(20)})
+    heavy = line_of(light_then_heavy, "HEAVY")
+    for query in (light_then_heavy, "light_then_heavy"):
+        rows = collector.hot_lines(query)
+        assert rows[0][:2] == (__file__, heavy)
+        assert rows[0][2] > 0.8 * sum(n for _, _, n in rows)
+    assert collector.hot_lines(spin)[0][1] in {
+        line_of(spin, "SPIN-LOOP"),
+        line_of(spin, "SPIN-BODY"),
+    }
+
+
+def test_trees_merge_with_distributed_profile() -> None:
+    collector = sample_tasks({"spin": lambda: spin(30_000)})
+    ours = collector.trees()["spin"]
+
+    theirs = dprofile.create()
+    ready, done = threading.Event(), threading.Event()
+
+    def in_spin() -> None:
+        def inner() -> None:
+            ready.set()
+            done.wait(5)
+
+        inner()
+
+    t = threading.Thread(target=in_spin)
+    t.start()
+    ready.wait(5)
+    assert t.ident is not None
+    dprofile.process(sys._current_frames()[t.ident], None, theirs)
+    done.set()
+    t.join()
+
+    merged = dprofile.merge(ours, theirs, ours)
+    assert merged["count"] == 2 * ours["count"] + theirs["count"]
+    assert stacktree.merge(ours, theirs)["count"] == ours["count"] + theirs["count"]
+    # our identifiers are distributed's: the same function lands on the same node
+    spin_nodes = find(ours, "spin")
+    assert spin_nodes[0]["identifier"] == f"spin;{__file__};{spin.__code__.co_firstlineno}"
+
+
+def test_exports_folded_lines_and_shared_frames() -> None:
+    collector = sample_tasks({"spin": lambda: spin(30_000), "other": lambda: other_work(30_000)})
+    trees = collector.trees()
+    lines = stacktree.to_folded_lines(trees)
+    total = sum(tree["count"] for tree in trees.values())
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) == total
+    assert any(line.startswith("spin;") and "spin (" in line for line in lines)
+
+    shared = stacktree.to_shared_frames(trees)
+    assert set(shared.profiles) == {"spin", "other"}
+    assert sum(sum(w) for _, w in shared.profiles.values()) == total
+    for samples, _ in shared.profiles.values():
+        assert all(0 <= i < len(shared.frames) for stack in samples for i in stack)
+    assert {"name", "file", "line"} <= set(shared.frames[0])
+
+
+def test_stop_returns_fast_whatever_the_interval() -> None:
+    collector = StackCollector(interval=1.0)
+    collector.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    collector.stop()
+    assert time.perf_counter() - t0 < 0.05
+
+
+def test_switch_interval_is_restored() -> None:
+    before = sys.getswitchinterval()
+    with StackCollector(switch_interval=before / 4):
+        assert sys.getswitchinterval() == pytest.approx(before / 4)
+    assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("interval", [0, -0.01, math.nan, math.inf])
+def test_invalid_interval_raises_value_error_naming_interval(interval: float) -> None:
+    with pytest.raises(ValueError, match="interval"):
+        StackCollector(interval=interval)
+
+
+def test_non_number_interval_raises_type_error_naming_interval() -> None:
+    with pytest.raises(TypeError, match="interval"):
+        StackCollector(interval="10ms")  # type: ignore[arg-type]
+
+
+# -- processes: worker side + merge_remote ------------------------------------------------------
+def remote_task(group: str, seconds: float) -> tuple[bool, bytes, int]:
+    """Runs in a worker process as the task hook would: ensure, run, drain."""
+    started = ensure_worker_sampler(0.005, owner_pid=None)
+    worker.task_started(f"{group}-1", group)
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            spin(20_000)
+    finally:
+        worker.task_stopped()
+    return started, pickle.dumps(drain_worker_samples()), os.getpid()
+
+
+def test_ensure_worker_sampler_starts_nothing_in_the_owning_process() -> None:
+    StackCollector()  # this process owns a collector
+    assert ensure_worker_sampler(0.01) is False
+    assert ensure_worker_sampler(0.01, owner_pid=os.getpid()) is False
+    assert drain_worker_samples() is None
+
+
+def test_worker_samples_round_trip_through_a_process_pool() -> None:
+    collector = StackCollector()
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        first = pool.submit(remote_task, "remote", 0.5).result()
+        second = pool.submit(remote_task, "remote", 0.3).result()
+    (started1, blob1, pid), (started2, blob2, pid2) = first, second
+    assert started1
+    assert started2
+    assert pid == pid2
+    p1, p2 = pickle.loads(blob1), pickle.loads(blob2)
+    assert p1["v"] == PAYLOAD_VERSION
+    assert p1["pid"] == pid
+    assert p1["frames"]
+    assert not {f[0] for f in p1["frames"]} & {f[0] for f in p2["frames"]}
+    assert len(blob2) < 2_000  # frames are sent once: later payloads are small
+
+    collector.merge_remote(p1)
+    collector.merge_remote(p2)
+    collector.merge_remote(None)
+    tree = collector.trees()["remote"]
+    assert tree["count"] >= 20
+    spins = [leaf for leaf in leaves(tree) if leaf["description"]["name"] == "spin"]
+    assert spins
+    assert spins[0]["description"]["filename"] == __file__
+    assert collector.samples_by_group()["remote"] == tree["count"]
+    assert any(label.startswith(f"{pid}:") for label in collector.samples_by_thread())
+    assert collector.history()
