@@ -42,8 +42,8 @@ class Busy:
 def split_tasks(
     arrays: TaskArrays,
     *,
-    threshold: int = LOD_THRESHOLD,
-    pixels: int = PIXELS,
+    threshold: int | None = None,
+    pixels: int | None = None,
     min_px: float = 2.0,
     max_tasks: int = 20_000,
 ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -51,6 +51,8 @@ def split_tasks(
 
     Below ``threshold`` tasks, all are individual and nothing is merged.
     """
+    threshold = LOD_THRESHOLD if threshold is None else threshold
+    pixels = PIXELS if pixels is None else pixels
     n = len(arrays)
     everything = np.arange(n)
     if n <= threshold:

@@ -16,6 +16,8 @@ from ._common import RunLike, TaskArrays, group_color, task_arrays
 MAX_GROUP_ROWS = 200
 #: failed tasks listed by key
 MAX_ERROR_ROWS = 20
+#: longest tasks listed by key
+SLOWEST_ROWS = 10
 
 
 def format_seconds(seconds: float) -> str:
@@ -134,8 +136,32 @@ def _errors_html(arrays: TaskArrays) -> str:
         f"{escape(str(arrays.error_type[i] or 'error'))}</li>"
         for i in failed[:MAX_ERROR_ROWS]
     )
-    more = f"<li>... {len(failed) - MAX_ERROR_ROWS:,} more</li>" if len(failed) > 20 else ""
+    more = (
+        f"<li>... {len(failed) - MAX_ERROR_ROWS:,} more</li>"
+        if len(failed) > MAX_ERROR_ROWS
+        else ""
+    )
     return f'<h3 class="dp-error">Failed tasks</h3><ul>{items}{more}</ul>'
+
+
+def _slowest_html(arrays: TaskArrays) -> str:
+    """The longest tasks, by key."""
+    if not len(arrays):
+        return ""
+    duration = arrays.stop - arrays.start
+    top = np.argsort(-duration, kind="stable")[:SLOWEST_ROWS]
+    rows = "".join(
+        f"<tr><td><code>{escape(str(arrays.key[i]))}</code></td>"
+        f"<td>{escape(arrays.groups[arrays.group[i]])}</td>"
+        f"<td>{escape(arrays.lanes[arrays.lane[i]])}</td>"
+        f"<td>{format_seconds(float(duration[i]))}</td></tr>"
+        for i in top.tolist()
+    )
+    head = "<tr><th>key</th><th>group</th><th>worker</th><th>duration</th></tr>"
+    return (
+        f"<details open><summary>Longest tasks</summary>"
+        f'<table class="dp-groups">{head}{rows}</table></details>'
+    )
 
 
 def _notes_html(run: RunLike) -> str:
@@ -174,6 +200,7 @@ def summary_html(run: RunLike, *, code: str | None = None, arrays: TaskArrays | 
         _notes_html(run),
         _errors_html(arrays),
         _groups_html(arrays) if len(arrays) else '<p class="dp-note">No tasks recorded.</p>',
+        _slowest_html(arrays),
         _code_html(code),
     ]
     return '<div class="dp-summary">\n' + "\n".join(p for p in parts if p) + "\n</div>"
