@@ -67,29 +67,38 @@ def natural_key(text: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in _NUMBER.split(text))
 
 
+def _codes(values: pd.Series, order: Any = None) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of a string column and the names they index, in ``order``."""
+    codes, names = pd.factorize(values.astype(str), sort=order is None)
+    labels = [str(n) for n in names]
+    if order is None:
+        return codes.astype(np.int32), labels
+    ranked = sorted(range(len(labels)), key=lambda i: order(labels[i]))
+    remap = np.empty(len(labels), np.int32)
+    remap[ranked] = np.arange(len(labels), dtype=np.int32)
+    return remap[codes] if len(codes) else codes.astype(np.int32), [labels[i] for i in ranked]
+
+
 def task_arrays(run: RunLike) -> TaskArrays:
     """Columns of ``run.tasks`` with a known start and stop, as numpy arrays."""
     df = run.tasks
-    if len(df):
-        df = df[np.isfinite(df["start"].to_numpy(float)) & np.isfinite(df["stop"].to_numpy(float))]
-    groups = df["group"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
-    workers = df["worker"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
-    group_names, group_codes = np.unique(groups, return_inverse=True)
-    lane_names = sorted({str(w) for w in workers}, key=natural_key)
-    lane_index = {name: i for i, name in enumerate(lane_names)}
-    lanes = np.fromiter((lane_index[w] for w in workers), np.int32, len(workers))
-    status = df["status"].astype(str).to_numpy(object) if len(df) else np.empty(0, object)
+    start, stop = df["start"].to_numpy(float), df["stop"].to_numpy(float)
+    known = np.isfinite(start) & np.isfinite(stop)
+    if not known.all():
+        df, start, stop = df[known], start[known], stop[known]
+    group, groups = _codes(df["group"])
+    lane, lanes = _codes(df["worker"], order=natural_key)
     return TaskArrays(
-        key=df["key"].astype(str).to_numpy(object) if len(df) else np.empty(0, object),
-        group=group_codes.astype(np.int32).reshape(-1),
-        lane=lanes,
-        submit=df["submit"].to_numpy(float) if len(df) else np.empty(0),
-        start=df["start"].to_numpy(float) if len(df) else np.empty(0),
-        stop=df["stop"].to_numpy(float) if len(df) else np.empty(0),
-        error=status != "ok",
-        error_type=df["error"].to_numpy(object) if len(df) else np.empty(0, object),
-        groups=[str(g) for g in group_names],
-        lanes=lane_names,
+        key=df["key"].astype(str).to_numpy(object),
+        group=group,
+        lane=lane,
+        submit=df["submit"].to_numpy(float),
+        start=start,
+        stop=stop,
+        error=(df["status"].astype(str) != "ok").to_numpy(bool),
+        error_type=df["error"].to_numpy(object),
+        groups=groups,
+        lanes=lanes,
     )
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from ._common import PathLike, RunLike, TaskArrays, task_arrays, write_text
+from ._common import PathLike, RunLike, TaskArrays, task_arrays
 
 PID = 1
 _US = 1e6
@@ -38,29 +39,29 @@ def _metadata_events(run: RunLike, arrays: TaskArrays) -> Iterator[dict[str, Any
         }
 
 
-def _task_events(arrays: TaskArrays) -> Iterator[dict[str, Any]]:
-    """One complete event per task: name = group, args = key, wait, status, error."""
-    ts = np.round(arrays.start * _US, 3)
-    dur = np.round(np.maximum(arrays.stop - arrays.start, 0.0) * _US, 3)
-    wait = arrays.start - arrays.submit
+def _task_events(arrays: TaskArrays) -> Iterator[str]:
+    """One complete event per task (JSON text): name = group, args = key, wait, status, error.
+
+    Formatted directly: a million tasks take ~2 s where building dicts took ~10 s.
+    """
+    names = [json.dumps(g) for g in arrays.groups]
+    ts = np.round(arrays.start * _US, 3).tolist()
+    dur = np.round(np.maximum(arrays.stop - arrays.start, 0.0) * _US, 3).tolist()
+    wait = np.round(arrays.start - arrays.submit, 9)
+    waits = [f',"wait":{w!r}' if math.isfinite(w) else "" for w in wait.tolist()]
+    tids = (arrays.lane + 1).tolist()
+    groups = arrays.group.tolist()
+    failed = arrays.error.tolist()
     for i in np.argsort(arrays.start, kind="stable").tolist():
-        args: dict[str, Any] = {"key": arrays.key[i]}
-        w = float(wait[i])
-        if math.isfinite(w):
-            args["wait"] = round(w, 9)
-        args["status"] = "error" if arrays.error[i] else "ok"
-        if arrays.error[i]:
-            args["error"] = arrays.error_type[i]
-        yield {
-            "name": arrays.groups[arrays.group[i]],
-            "cat": "task",
-            "ph": "X",
-            "ts": float(ts[i]),
-            "dur": float(dur[i]),
-            "pid": PID,
-            "tid": int(arrays.lane[i]) + 1,
-            "args": args,
-        }
+        if failed[i]:
+            status = f',"status":"error","error":{json.dumps(arrays.error_type[i])}'
+        else:
+            status = ',"status":"ok"'
+        yield (
+            f'{{"name":{names[groups[i]]},"cat":"task","ph":"X","ts":{ts[i]!r},'
+            f'"dur":{dur[i]!r},"pid":{PID},"tid":{tids[i]},'
+            f'"args":{{"key":{json.dumps(arrays.key[i])}{waits[i]}{status}}}}}'
+        )
 
 
 def _counter_events(run: RunLike) -> Iterator[dict[str, Any]]:
@@ -84,14 +85,26 @@ def _other_data(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: meta[k] for k in keep if k in meta}
 
 
-def chrome_trace(run: RunLike) -> dict[str, Any]:
-    """The run as a Trace Event Format object (``traceEvents`` + metadata)."""
+def _trace_chunks(run: RunLike) -> Iterator[str]:
+    """The trace file's text, in pieces."""
     arrays = task_arrays(run)
-    events = [*_metadata_events(run, arrays), *_task_events(arrays), *_counter_events(run)]
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": _other_data(run.meta)}
+    yield '{"displayTimeUnit":"ms","otherData":'
+    yield json.dumps(_other_data(run.meta), default=str)
+    yield ',"traceEvents":['
+    first = True
+    for event in _metadata_events(run, arrays):
+        yield ("" if first else ",") + json.dumps(event)
+        first = False
+    for text in _task_events(arrays):
+        yield "," + text
+    for event in _counter_events(run):
+        yield "," + json.dumps(event, allow_nan=False)
+    yield "]}\n"
 
 
 def to_chrome_trace(run: RunLike, path: PathLike) -> str:
     """Write the run as a Chrome/Perfetto trace (JSON); return the path written."""
-    text = json.dumps(chrome_trace(run), separators=(",", ":"), default=str, allow_nan=False)
-    return write_text(path, text)
+    target = os.fspath(path)
+    with open(target, "w", encoding="utf-8") as f:
+        f.writelines(_trace_chunks(run))
+    return target
