@@ -4,8 +4,8 @@ Side by side, in one process, on the same workload (threads that hold the GIL in
 pure-Python loop, registered as running a task the way the task hook does):
 
 - ``off``: no sampler (the baseline)
-- ``daskprofile``: ``StackCollector(interval=0.01)``
-- ``daskprofile+switch2ms``: the same with ``switch_interval=0.002``
+- ``daskprofile``: ``StackCollector(interval=0.01)`` (lowers the switch interval to 2 ms)
+- ``daskprofile,switch=5ms``: the same with ``switch_interval=None`` (Python's 5 ms kept)
 - ``distributed-loop``: the distributed worker's approach, a thread that sleeps
   ``interval`` then feeds each busy thread's frame to ``distributed.profile.process``
 - ``distributed.watch``: ``distributed.profile.watch(thread, "10ms", "1s")`` per busy thread
@@ -18,6 +18,7 @@ Runs are interleaved and repeated; slowdown is the median of per-round ratios to
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import threading
@@ -135,8 +136,8 @@ def run_once(sampler: Sampler | None, nthreads: int, chunks: int) -> tuple[float
 
 CONFIGS: dict[str, Callable[[], Sampler | None]] = {
     "off": lambda: None,
-    "daskprofile": lambda: Ours(None),
-    "daskprofile+switch2ms": lambda: Ours(0.002),
+    "daskprofile": lambda: Ours(0.002),  # the default: switch interval 2 ms while sampling
+    "daskprofile,switch=5ms": lambda: Ours(None),  # switch interval left alone
     "distributed-loop": DistributedLoop,
     "distributed.watch": DistributedWatch,
 }
@@ -149,20 +150,23 @@ def bench(nthreads: int, rounds: int, seconds: float) -> list[dict[str, Any]]:
     chunk = time.perf_counter() - t0
     chunks = max(10, int(seconds / chunk / nthreads))
     results: dict[str, list[tuple[float, int]]] = {name: [] for name in CONFIGS}
-    for _ in range(rounds):
-        for name, make in CONFIGS.items():
-            results[name].append(run_once(make(), nthreads, chunks))
+    rng = random.Random(0)
+    for _ in range(rounds):  # a random order each round: drifts and order effects cancel
+        for name in rng.sample(list(CONFIGS), len(CONFIGS)):
+            results[name].append(run_once(CONFIGS[name](), nthreads, chunks))
     base = results["off"]
     rows = []
     for name, runs in results.items():
-        ratios = [e / b for (e, _), (b, _) in zip(runs, base, strict=True)]
+        ratios = sorted(e / b for (e, _), (b, _) in zip(runs, base, strict=True))
         rates = [n / nthreads / e for e, n in runs]
+        q1, _, q3 = statistics.quantiles(ratios, n=4)
         rows.append(
             {
                 "sampler": name,
                 "threads": nthreads,
                 "wall_s": statistics.median(e for e, _ in runs),
                 "slowdown_pct": 100 * (statistics.median(ratios) - 1),
+                "slowdown_iqr": (100 * (q1 - 1), 100 * (q3 - 1)),
                 "samples_per_s_per_thread": statistics.median(rates),
             }
         )
@@ -172,16 +176,24 @@ def bench(nthreads: int, rounds: int, seconds: float) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--only", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     args = parser.parse_args()
+    for name in set(CONFIGS) - {"off", *args.only}:
+        del CONFIGS[name]
     print(f"python {sys.version.split()[0]}, switch interval {sys.getswitchinterval()}s")
-    print(f"{'sampler':24} {'threads':>7} {'wall s':>8} {'slowdown':>9} {'samples/s/thread':>17}")
+    print(
+        f"{'sampler':24} {'threads':>7} {'wall s':>8} {'slowdown':>9} {'(IQR)':>15} "
+        f"{'samples/s/thread':>17}"
+    )
     for n in args.threads:
         for row in bench(n, args.rounds, args.seconds):
             print(
                 f"{row['sampler']:24} {row['threads']:>7} {row['wall_s']:>8.3f} "
-                f"{row['slowdown_pct']:>8.1f}% {row['samples_per_s_per_thread']:>17.1f}"
+                f"{row['slowdown_pct']:>8.1f}% "
+                f"{'({:+.1f}, {:+.1f})'.format(*row['slowdown_iqr']):>15} "
+                f"{row['samples_per_s_per_thread']:>17.1f}"
             )
 
 

@@ -181,6 +181,13 @@ def test_history_cycles_and_time_ranges_select_cycles() -> None:
     assert 0 < part < total
 
 
+def test_history_is_bounded_but_totals_keep_everything() -> None:
+    collector = sample_tasks({"spin": lambda: spin(30_000)}, seconds=0.6, cycle=0.05, max_cycles=3)
+    assert len(collector.history()) <= 3
+    assert collector.dropped > 0
+    assert collector.trees()["spin"]["count"] == collector.samples_by_group()["spin"]
+
+
 def test_hot_lines_points_at_the_hot_line() -> None:
     collector = sample_tasks({"mix": lambda: light_then_heavy(20)})
     heavy = line_of(light_then_heavy, "HEAVY")

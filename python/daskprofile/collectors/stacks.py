@@ -121,13 +121,16 @@ class _FrameTable:
 class _Sampler:
     """Sampling engine shared by the kernel collector and the worker-process sampler."""
 
-    def __init__(self, interval: float, cycle: float, max_cycles: int) -> None:
+    def __init__(
+        self, interval: float, cycle: float, max_cycles: int, *, totals: bool = True
+    ) -> None:
         self.interval = _check_positive("interval", interval)
         self.cycle = _check_positive("cycle", cycle)
         self.max_cycles = max_cycles
         self.table = _FrameTable()
         self.lock = threading.Lock()
         self.buckets: dict[int, Counts] = {}  # cycle index -> counts
+        self.total: Counts | None = {} if totals else None  # all cycles, even evicted ones
         self.by_group: dict[str, int] = {}
         self.by_thread: dict[int | str, int] = {}  # thread ident, or "pid:ident" if remote
         self.ticks = 0
@@ -194,19 +197,24 @@ class _Sampler:
         now = perf_counter()
         own = threading.get_ident()
         with self.lock:
-            counts = self._bucket(int(now // self.cycle))
+            k = int(now // self.cycle)
             for ident, (_key, group) in running.items():
                 frame = frames.get(ident)
                 if frame is None or ident == own:
                     continue
-                stack = self.table.stack(frame)
-                per_group = counts.get(group)
-                if per_group is None:
-                    per_group = counts[group] = {}
-                per_group[stack] = per_group.get(stack, 0) + 1
-                self.by_group[group] = self.by_group.get(group, 0) + 1
+                self.record(k, group, self.table.stack(frame), 1)
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
         del frames
+
+    def record(self, k: int, group: str, stack: Stack, n: int) -> None:
+        """Add ``n`` samples of ``stack`` to cycle ``k`` and the totals (lock held)."""
+        bucket = self._bucket(k)
+        for counts in (bucket, self.total) if self.total is not None else (bucket,):
+            per_group = counts.get(group)
+            if per_group is None:
+                per_group = counts[group] = {}
+            per_group[stack] = per_group.get(stack, 0) + n
+        self.by_group[group] = self.by_group.get(group, 0) + n
 
     def _bucket(self, k: int) -> Counts:
         """Counts of cycle ``k`` (caller holds the lock); evicts the oldest beyond the cap."""
@@ -223,6 +231,8 @@ class _Sampler:
         """Counts summed over the cycles that overlap ``[t_from, t_to]``."""
         total: Counts = {}
         with self.lock:
+            if t_from is None and t_to is None and self.total is not None:
+                return {group: dict(stacks) for group, stacks in self.total.items()}
             for k in sorted(self.buckets):
                 if _overlaps(k, self.cycle, t_from, t_to):
                     _add_counts(total, self.buckets[k])
@@ -285,7 +295,7 @@ class StackCollector:
 
     @property
     def dropped(self) -> int:
-        """Samples lost to the history cap (or to a remote frame table we never got)."""
+        """Samples whose cycle left the history (``max_cycles``); ``trees()`` still has them."""
         return self._sampler.dropped
 
     @property
@@ -385,28 +395,17 @@ class StackCollector:
             fids = self._remote.setdefault(payload["proc"], {0: s.table.overflow})
             for remote_fid, *info in payload["frames"]:
                 fids[remote_fid] = s.table.intern(FrameInfo(*info))
+            unknown = s.table.intern(FrameInfo("<daskprofile>", "<unknown remote frame>", 0, 0))
             for t, groups in payload["buckets"]:
-                counts = s._bucket(int(t // s.cycle))
+                k = int(t // s.cycle)
                 for group, stacks in groups.items():
-                    self._merge_group(counts.setdefault(group, {}), group, stacks, fids)
+                    for remote_stack, n in stacks:
+                        stack = tuple(fids.get(f, unknown) for f in remote_stack)
+                        s.record(k, group, stack, n)
             pid = payload["pid"]
             for ident, n in payload["threads"].items():
                 label = f"{pid}:{ident}"
                 s.by_thread[label] = s.by_thread.get(label, 0) + n
-
-    def _merge_group(
-        self,
-        dest: dict[Stack, int],
-        group: str,
-        stacks: list[tuple[Stack, int]],
-        fids: dict[int, int],
-    ) -> None:
-        s = self._sampler
-        unknown = s.table.intern(FrameInfo("<daskprofile>", "<unknown remote frame>", 0, 0))
-        for remote_stack, n in stacks:
-            stack = tuple(fids.get(f, unknown) for f in remote_stack)
-            dest[stack] = dest.get(stack, 0) + n
-            s.by_group[group] = s.by_group.get(group, 0) + n
 
 
 class _SwitchInterval:
@@ -443,7 +442,7 @@ class _WorkerSampler(_Sampler):
     """The sampler of one worker process: drained after each task, ends itself when idle."""
 
     def __init__(self, interval: float, cycle: float, idle_timeout: float) -> None:
-        super().__init__(interval, cycle, max_cycles=1_000_000)
+        super().__init__(interval, cycle, max_cycles=1_000_000, totals=False)
         self.pid = os.getpid()
         self.token = f"{self.pid}-{uuid.uuid4().hex[:12]}"
         self.idle_timeout = idle_timeout
