@@ -9,7 +9,7 @@ import colorsys
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
-Tree: TypeAlias = Mapping[str, Any]
+Tree: TypeAlias = dict[str, Any]
 
 
 class RunLike(Protocol):
@@ -123,46 +123,16 @@ def group_color(group: str) -> str:
 # -- stack trees -------------------------------------------------------------------------
 
 
-def frame_name(node: Tree) -> str:
-    """``function (file:line)`` for a stack-tree node, as profilers print frames."""
-    desc = node.get("description") or {}
-    name = str(desc.get("name") or node.get("identifier") or "?")
-    filename = str(desc.get("filename") or "")
-    line = desc.get("line_number")
-    if filename:
-        where = f"{filename}:{line}" if line not in (None, "") else filename
-        return f"{name} ({where})"
-    return name
-
-
 def children(node: Tree) -> list[Tree]:
     """The children of a stack-tree node, heaviest first (ties by identifier)."""
     kids = node.get("children") or {}
     return sorted(kids.values(), key=lambda k: (-int(k.get("count", 0)), str(k.get("identifier"))))
 
 
-def self_count(node: Tree) -> int:
-    """Samples whose innermost frame is this node."""
-    return max(int(node.get("count", 0)) - sum(int(k.get("count", 0)) for k in children(node)), 0)
-
-
 def is_root(node: Tree) -> bool:
     """Whether a node is the synthetic root of a tree (not a real frame)."""
     desc = node.get("description") or {}
     return node.get("identifier") == "root" and not desc.get("filename")
-
-
-def stack_paths(tree: Tree) -> Iterator[tuple[list[Tree], int]]:
-    """Yield (frames outermost first, self count) for every node with samples of its own."""
-    top = children(tree) if is_root(tree) else [tree]
-    stack: list[tuple[Tree, list[Tree]]] = [(node, [node]) for node in reversed(top)]
-    while stack:
-        node, path = stack.pop()
-        own = self_count(node)
-        if own:
-            yield path, own
-        for kid in reversed(children(node)):
-            stack.append((kid, [*path, kid]))
 
 
 def tree_total(tree: Tree) -> int:

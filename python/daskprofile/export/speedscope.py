@@ -14,72 +14,41 @@ from typing import Any
 
 import numpy as np
 
+from ..stacktree import to_shared_frames
 from ._common import (
     PathLike,
     RunLike,
     TaskArrays,
-    Tree,
-    frame_name,
-    stack_paths,
     task_arrays,
     write_text,
 )
-from .folded import _clean
 
 SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
 
-class _Frames:
-    """The shared frame table: one entry per distinct (name, file, line)."""
-
-    def __init__(self) -> None:
-        self.frames: list[dict[str, Any]] = []
-        self._index: dict[tuple[str, str, int | None], int] = {}
-
-    def add(self, name: str, file: str = "", line: int | None = None) -> int:
-        ident = (name, file, line)
-        index = self._index.get(ident)
-        if index is None:
-            index = self._index[ident] = len(self.frames)
-            frame: dict[str, Any] = {"name": name}
-            if file:
-                frame["file"] = file
-            if line is not None:
-                frame["line"] = line
-            self.frames.append(frame)
-        return index
-
-    def add_node(self, node: Tree) -> int:
-        desc = node.get("description") or {}
-        line = desc.get("line_number")
-        number = int(line) if isinstance(line, int | float) and not isinstance(line, bool) else None
-        return self.add(frame_name(node), str(desc.get("filename") or ""), number)
+def _clean(name: str) -> str:
+    """A group name on one line."""
+    return name.replace("\n", " ").replace("\r", " ")
 
 
-def _sampled_profile(group: str, tree: Tree, frames: _Frames) -> dict[str, Any]:
-    """A sampled profile of one group: one sample per distinct stack, weighted by count."""
-    samples: list[list[int]] = []
-    weights: list[int] = []
-    for path, count in stack_paths(tree):
-        samples.append([frames.add_node(node) for node in path])
-        weights.append(count)
-    total = sum(weights)
-    return {
-        "type": "sampled",
-        "name": f"{_clean(group)} (stack samples)",
-        "unit": "none",
-        "startValue": 0,
-        "endValue": total,
-        "samples": samples,
-        "weights": weights,
-    }
+def _sampled_profiles(run: RunLike) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shared frame table, and one sampled profile per group (weights: samples)."""
+    flat = to_shared_frames(run.stacks)
+    profiles = []
+    for group in sorted(flat.profiles):
+        samples, weights = flat.profiles[group]
+        profiles.append(
+            {"type": "sampled", "name": f"{_clean(group)} (stack samples)", "unit": "none",
+             "startValue": 0, "endValue": sum(weights), "samples": samples,
+             "weights": weights}
+        )  # fmt: skip
+    return flat.frames, profiles
 
 
-def _lane_events(arrays: TaskArrays, lane: int, frames: _Frames) -> list[dict[str, Any]]:
-    """Open/close events of one lane's tasks; overlaps (clock noise) are clipped away."""
+def _lane_events(arrays: TaskArrays, lane: int, ids: list[int]) -> list[dict[str, Any]]:
+    """Open/close events of one lane's tasks (frame ``ids[group]``); overlaps are clipped."""
     rows = np.flatnonzero(arrays.lane == lane)
     rows = rows[np.argsort(arrays.start[rows], kind="stable")]
-    ids = [frames.add(_clean(g)) for g in arrays.groups]
     events: list[dict[str, Any]] = []
     last = -np.inf
     for i in rows.tolist():
@@ -94,10 +63,12 @@ def _lane_events(arrays: TaskArrays, lane: int, frames: _Frames) -> list[dict[st
     return events
 
 
-def _evented_profiles(arrays: TaskArrays, frames: _Frames) -> Iterator[dict[str, Any]]:
-    """One evented profile per worker lane, spanning the whole run."""
+def _evented_profiles(arrays: TaskArrays, frames: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """One evented profile per worker lane, spanning the whole run; adds group frames."""
     if not len(arrays):
         return
+    ids = list(range(len(frames), len(frames) + len(arrays.groups)))
+    frames.extend({"name": _clean(g)} for g in arrays.groups)
     t0 = float(min(0.0, arrays.start.min()))
     t1 = float(arrays.stop.max())
     for lane, label in enumerate(arrays.lanes):
@@ -107,21 +78,18 @@ def _evented_profiles(arrays: TaskArrays, frames: _Frames) -> Iterator[dict[str,
             "unit": "seconds",
             "startValue": t0,
             "endValue": t1,
-            "events": _lane_events(arrays, lane, frames),
+            "events": _lane_events(arrays, lane, ids),
         }
 
 
 def speedscope(run: RunLike) -> dict[str, Any]:
     """The run as a speedscope file object."""
-    frames = _Frames()
-    profiles = [
-        _sampled_profile(str(group), run.stacks[group], frames) for group in sorted(run.stacks)
-    ]
+    frames, profiles = _sampled_profiles(run)
     profiles.extend(_evented_profiles(task_arrays(run), frames))
     name = f"daskprofile run {run.meta.get('id', '')}".strip()
     return {
         "$schema": SCHEMA,
-        "shared": {"frames": frames.frames},
+        "shared": {"frames": frames},
         "profiles": profiles,
         "name": name,
         "activeProfileIndex": 0,
