@@ -3,12 +3,14 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { Controller } from './controller';
 import { daskProfileIcon } from './icons';
+import { ProfileModel } from './model';
+import { ExportFormat } from './protocol';
 import { KernelTracker } from './tracker';
 import { ProfilePanel } from './views/panel';
 
@@ -17,8 +19,116 @@ const PLUGIN_ID = 'daskprofile:plugin';
 /** Command ids. */
 export const CommandIDs = {
   open: 'daskprofile:open',
-  reconnect: 'daskprofile:reconnect'
+  reconnect: 'daskprofile:reconnect',
+  togglePause: 'daskprofile:toggle-pause',
+  resetView: 'daskprofile:reset-view',
+  clearSelection: 'daskprofile:clear-selection',
+  exportHtml: 'daskprofile:export-html',
+  exportTrace: 'daskprofile:export-trace',
+  exportRun: 'daskprofile:export-run'
 } as const;
+
+/**
+ * Test-only hook: when localStorage['daskprofile:test-hook'] is '1' (set by the browser
+ * tests before the page loads), `window.daskprofileTestHook` exposes the model and a way
+ * to feed it messages, so the benchmark can load 1,000,000 synthetic tasks and the tests
+ * can inject malformed messages through the same decoder a kernel's messages go through.
+ * Users never set that key; without it nothing is exposed.
+ */
+function installTestHook(panel: ProfilePanel, model: ProfileModel): void {
+  let enabled = false;
+  try {
+    enabled = window.localStorage.getItem('daskprofile:test-hook') === '1';
+  } catch {
+    enabled = false;
+  }
+  if (enabled) {
+    (window as unknown as Record<string, unknown>).daskprofileTestHook = {
+      model,
+      panel,
+      receive: (data: unknown, buffers: ArrayBuffer[] = []) =>
+        model.handle(
+          data,
+          buffers.map(b => new DataView(b))
+        )
+    };
+  }
+}
+
+function addCommands(
+  app: JupyterFrontEnd,
+  panel: ProfilePanel,
+  controller: Controller,
+  palette: ICommandPalette | null
+): void {
+  const model = controller.model;
+  const exporter = (format: ExportFormat) => () => {
+    if (model.current) {
+      panel.runBar.export(format);
+    }
+  };
+  const canExport = () => model.connected && model.current !== null;
+  app.commands.addCommand(CommandIDs.open, {
+    label: 'Open Dask Profile',
+    icon: daskProfileIcon,
+    execute: () => app.shell.activateById(panel.id)
+  });
+  app.commands.addCommand(CommandIDs.reconnect, {
+    label: 'Dask Profile: Reconnect to Kernel',
+    execute: () => controller.reconnect()
+  });
+  app.commands.addCommand(CommandIDs.togglePause, {
+    label: () =>
+      model.paused
+        ? 'Dask Profile: Resume Live Updates'
+        : 'Dask Profile: Pause Live Updates',
+    isEnabled: () => model.connected,
+    execute: () => model.setPaused(!model.paused)
+  });
+  app.commands.addCommand(CommandIDs.resetView, {
+    label: 'Dask Profile: Reset Task Stream View',
+    execute: () => panel.viewport.reset()
+  });
+  app.commands.addCommand(CommandIDs.clearSelection, {
+    label: 'Dask Profile: Clear Selected Time Range',
+    execute: () => panel.viewport.select(null)
+  });
+  app.commands.addCommand(CommandIDs.exportHtml, {
+    label: 'Dask Profile: Export Run as HTML Snapshot',
+    isEnabled: canExport,
+    execute: exporter('html')
+  });
+  app.commands.addCommand(CommandIDs.exportTrace, {
+    label: 'Dask Profile: Export Run as Chrome Trace',
+    isEnabled: canExport,
+    execute: exporter('trace')
+  });
+  app.commands.addCommand(CommandIDs.exportRun, {
+    label: 'Dask Profile: Export Run File',
+    isEnabled: canExport,
+    execute: exporter('run')
+  });
+  for (const command of Object.values(CommandIDs)) {
+    palette?.addItem({ command, category: 'Dask Profile' });
+  }
+}
+
+function applySettings(
+  settings: ISettingRegistry.ISettings,
+  panel: ProfilePanel,
+  controller: Controller
+): void {
+  const get = <T>(key: string, fallback: T): T => {
+    const v = settings.get(key).composite;
+    return v === undefined || v === null ? fallback : (v as T);
+  };
+  controller.autoConnect = get('autoConnect', true);
+  controller.model.maxRuns = get('maxRuns', 20);
+  panel.configure({
+    maxLaneHeight: get('maxLaneHeight', 18),
+    flameRowHeight: get('flameRowHeight', 16)
+  });
+}
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -26,13 +136,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     'A sidebar panel that shows where Dask computations spend their time.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry],
+  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
     notebooks: INotebookTracker,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    settings: ISettingRegistry | null
+    settings: ISettingRegistry | null,
+    themes: IThemeManager | null
   ) => {
     const controller = new Controller(new KernelTracker(notebooks));
     const panel = new ProfilePanel(controller);
@@ -41,23 +152,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.caption = 'Dask Profile';
     app.shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, 'daskprofile');
+    addCommands(app, panel, controller, palette);
+    installTestHook(panel, controller.model);
 
-    app.commands.addCommand(CommandIDs.open, {
-      label: 'Open Dask Profile',
-      icon: daskProfileIcon,
-      execute: () => app.shell.activateById(panel.id)
+    // the theme's CSS is in place once themeChanged fires; read colours on the next frame
+    themes?.themeChanged.connect(() => {
+      requestAnimationFrame(() => panel.refreshTheme());
     });
-    app.commands.addCommand(CommandIDs.reconnect, {
-      label: 'Dask Profile: Reconnect to Kernel',
-      execute: () => controller.reconnect()
-    });
-    for (const command of [CommandIDs.open, CommandIDs.reconnect]) {
-      palette?.addItem({ command, category: 'Dask Profile' });
-    }
+
     if (settings) {
-      void settings.load(PLUGIN_ID).catch(reason => {
-        console.warn('daskprofile: could not load settings', reason);
-      });
+      settings
+        .load(PLUGIN_ID)
+        .then(s => {
+          applySettings(s, panel, controller);
+          s.changed.connect(() => applySettings(s, panel, controller));
+        })
+        .catch(reason => {
+          console.warn('daskprofile: could not load settings', reason);
+        });
     }
   }
 };

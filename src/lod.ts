@@ -311,3 +311,58 @@ export function drawOrder(
   }
   return order;
 }
+
+/** A series reduced to at most one (min, max, last) triple per pixel column. */
+export interface IDecimated {
+  x: number[];
+  min: number[];
+  max: number[];
+  /** The column's last value (so consecutive columns join without spikes). */
+  last: number[];
+}
+
+/**
+ * Decimate a time series (times sorted) for drawing `width` pixels over [v0, v1]: the
+ * points in each pixel column collapse to their min, max and last value; one point on
+ * either side of the window is kept so lines run to the edges.
+ */
+export function decimate(
+  time: ArrayLike<number>,
+  values: ArrayLike<number>,
+  n: number,
+  v0: number,
+  v1: number,
+  width: number
+): IDecimated {
+  const out: IDecimated = { x: [], min: [], max: [], last: [] };
+  if (n === 0 || !(v1 > v0) || width <= 0) {
+    return out;
+  }
+  const k = width / (v1 - v0);
+  const from = Math.max(0, lowerBound(time, n, v0) - 1);
+  let to = lowerBound(time, n, v1);
+  to = Math.min(n - 1, to);
+  let col = NaN;
+  for (let i = from; i <= to; i++) {
+    const x = (time[i] - v0) * k;
+    const c = x < 0 ? x : x > width ? x : Math.floor(x);
+    const v = values[i];
+    if (c === col) {
+      const j = out.x.length - 1;
+      if (v < out.min[j]) {
+        out.min[j] = v;
+      }
+      if (v > out.max[j]) {
+        out.max[j] = v;
+      }
+      out.last[j] = v;
+    } else {
+      col = c;
+      out.x.push(c < 0 || c > width ? x : c);
+      out.min.push(v);
+      out.max.push(v);
+      out.last.push(v);
+    }
+  }
+  return out;
+}

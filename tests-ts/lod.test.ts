@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import {
+  decimate,
   drawOrder,
   LaneIndex,
   laneRects,
@@ -132,5 +133,21 @@ describe('lod', () => {
     assert.equal(out.length <= 1000, true);
     // not a timing assertion: a sanity bound far above the expected few milliseconds
     assert.equal(full < 2000, true);
+  });
+});
+
+describe('decimate', () => {
+  it('keeps one min/max/last per pixel column and a point beyond each edge', () => {
+    const n = 1000;
+    const time = Float64Array.from({ length: n }, (_, i) => i * 0.01);
+    const values = Float64Array.from({ length: n }, (_, i) => (i % 10) * 1.0);
+    const d = decimate(time, values, n, 1, 2, 10);
+    // columns 0..9 plus the points before 1.0 and at/after 2.0
+    assert.equal(d.x.length, 12);
+    assert.ok(d.x[0] < 0);
+    assert.equal(d.min[1], 0);
+    assert.equal(d.max[1], 9);
+    assert.equal(d.last[1], 9);
+    assert.deepEqual(decimate(time, values, 0, 0, 1, 10).x, []);
   });
 });

@@ -2,14 +2,34 @@ import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { Controller } from '../controller';
+import { ChangeKind, ProfileModel } from '../model';
 import { INSTALL_HINT } from '../protocol';
+import { CanvasView } from './canvas';
+import { FlameGraphView } from './flameGraph';
+import { ProgressView } from './progress';
+import { CacheView, ResourcesView } from './resources';
+import { RunBar } from './runBar';
+import { TaskStreamView } from './taskStream';
+import { readTheme } from './theme';
+import { TimeViewport } from './viewport';
 
-/** The left-sidebar "Dask Profile" panel: header with the followed kernel, then views. */
+/** Options of the panel's views (from the settings registry). */
+export interface IPanelOptions {
+  maxLaneHeight: number;
+  flameRowHeight: number;
+}
+
+/**
+ * The left-sidebar "Dask Profile" panel: a header with the followed kernel and the run
+ * bar, then progress, task stream, CPU/memory and cache lines, and the flame graph. The
+ * model's state is mirrored in data attributes on the panel node (for tests and styling).
+ */
 export class ProfilePanel extends Widget {
   constructor(controller: Controller) {
     super();
     this.addClass('jp-DaskProfile');
     this._controller = controller;
+    const model = controller.model;
 
     const header = document.createElement('div');
     header.className = 'jp-DaskProfile-header';
@@ -18,29 +38,163 @@ export class ProfilePanel extends Widget {
     title.textContent = 'Dask Profile';
     this._kernel.className = 'jp-DaskProfile-kernel';
     this._status.className = 'jp-DaskProfile-status';
-    header.append(title, this._kernel, this._status);
+    this._notice.className = 'jp-DaskProfile-notice';
+    this.runBar = new RunBar(model);
+    header.append(
+      title,
+      this._kernel,
+      this._status,
+      this._notice,
+      this.runBar.node
+    );
+
+    this.viewport = new TimeViewport();
+    this.progress = new ProgressView(model);
+    this.taskStream = new TaskStreamView(model, this.viewport);
+    this.resources = new ResourcesView(model, this.viewport);
+    this.cache = new CacheView(model, this.viewport);
+    this.flame = new FlameGraphView(model, this.viewport);
+
+    const streamTools = document.createElement('div');
+    streamTools.className = 'jp-DaskProfile-toolbar';
+    const reset = document.createElement('button');
+    reset.className = 'jp-DaskProfile-button';
+    reset.textContent = 'Reset view';
+    reset.title = 'Show the whole run (or double-click the task stream)';
+    reset.addEventListener('click', () => this.viewport.reset());
+    const hint = document.createElement('span');
+    hint.className = 'jp-DaskProfile-muted';
+    hint.textContent = 'wheel: zoom · drag: pan · shift+drag: select range';
+    streamTools.append(reset, hint);
 
     this.body.className = 'jp-DaskProfile-body';
+    this.body.append(
+      this._section('progress', 'Progress', this.progress.node),
+      this._section(
+        'tasks',
+        'Task stream',
+        streamTools,
+        this.taskStream.node,
+        this.resources.node,
+        this.cache.node,
+        this.taskStream.legend
+      ),
+      this._section('flame', 'Flame graph', this.flame.toolbar, this.flame.node)
+    );
     this.node.append(header, this.body);
 
     controller.changed.connect(this._render, this);
+    model.changed.connect(this._onModel, this);
+    this.viewport.changed.connect(this._updateData, this);
     this._render();
+    this._updateData();
   }
 
   /** Where the views go. */
   readonly body = document.createElement('div');
+  readonly viewport: TimeViewport;
+  readonly runBar: RunBar;
+  readonly progress: ProgressView;
+  readonly taskStream: TaskStreamView;
+  readonly resources: ResourcesView;
+  readonly cache: CacheView;
+  readonly flame: FlameGraphView;
+
+  get model(): ProfileModel {
+    return this._controller.model;
+  }
+
+  /** Apply settings and redraw. */
+  configure(options: IPanelOptions): void {
+    this.taskStream.options = { maxLaneHeight: options.maxLaneHeight };
+    this.flame.rowHeight = options.flameRowHeight;
+    this.taskStream.update();
+    this.flame.schedule();
+  }
+
+  /** Re-read the theme's colours and redraw every canvas. */
+  refreshTheme(): void {
+    for (const view of this._canvases()) {
+      view.refreshTheme();
+    }
+    this.node.dataset.theme = readTheme(this.node).dark ? 'dark' : 'light';
+  }
 
   dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
     this._controller.changed.disconnect(this._render, this);
+    this._controller.model.changed.disconnect(this._onModel, this);
+    this.viewport.changed.disconnect(this._updateData, this);
+    for (const view of this._canvases()) {
+      view.dispose();
+    }
+    this.progress.dispose();
+    this.runBar.dispose();
     super.dispose();
   }
 
   protected onAfterShow(_msg: Message): void {
     this._controller.active = true;
+    this.refreshTheme();
+    this.taskStream.update();
   }
 
   protected onAfterHide(_msg: Message): void {
     this._controller.active = false;
+  }
+
+  protected onResize(_msg: Widget.ResizeMessage): void {
+    for (const view of this._canvases()) {
+      view.schedule();
+    }
+  }
+
+  private _canvases(): CanvasView[] {
+    return [this.taskStream, this.resources, this.cache, this.flame];
+  }
+
+  private _section(
+    name: string,
+    label: string,
+    ...content: HTMLElement[]
+  ): HTMLElement {
+    const details = document.createElement('details');
+    details.className = 'jp-DaskProfile-section';
+    details.dataset.section = name;
+    details.open = true;
+    const summary = document.createElement('summary');
+    summary.textContent = label;
+    details.append(summary, ...content);
+    details.addEventListener('toggle', () => {
+      for (const view of this._canvases()) {
+        view.schedule();
+      }
+    });
+    return details;
+  }
+
+  private _onModel(_: ProfileModel, _changes: Set<ChangeKind>): void {
+    this._updateData();
+  }
+
+  /** Mirror the model's state in data attributes (tests wait on them). */
+  private _updateData(): void {
+    const model = this._controller.model;
+    const run = model.current;
+    const data = this.node.dataset;
+    data.runs = String(model.runs.length);
+    data.run = run ? String(run.id) : '';
+    data.runState = run ? (run.finished ? 'finished' : 'live') : '';
+    data.tasks = String(run?.taskCount ?? 0);
+    data.resources = String(run?.resourceCount ?? 0);
+    data.samples = String(run?.stackSamples ?? 0);
+    data.groups = String(run?.groupsByName.size ?? 0);
+    data.workers = String(run?.workers.size ?? 0);
+    data.flameNodes = String(this.flame.nodeCount);
+    data.paused = String(model.paused);
+    data.rejected = String(model.rejected);
   }
 
   private _render(): void {
@@ -61,6 +215,12 @@ export class ProfilePanel extends Widget {
     this._status.replaceChildren(
       ...this._statusContent(status, connection?.detail ?? '')
     );
+    const notice = this._controller.notice;
+    this._notice.textContent = notice;
+    this._notice.hidden = notice === '';
+    this.node.dataset.notice = notice ? 'restarted' : '';
+    this.runBar.render();
+    this._updateData();
   }
 
   private _statusContent(status: string, detail: string): Node[] {
@@ -98,4 +258,5 @@ export class ProfilePanel extends Widget {
   private _controller: Controller;
   private _kernel = document.createElement('div');
   private _status = document.createElement('div');
+  private _notice = document.createElement('div');
 }

@@ -1,0 +1,455 @@
+/**
+ * The task stream: a lane per worker, a rectangle per task coloured by group, drawn on a
+ * canvas with level of detail (lod.ts); wheel zoom, drag pan, shift+drag selects a time
+ * range, double-click resets; hovering a task shows its key (fetched on demand), group,
+ * worker, duration and wait.
+ */
+
+import { formatDuration, formatTick, niceTicks } from '../format';
+import { drawOrder, laneRects, LEVEL_ALPHA, RectBuffer } from '../lod';
+import { ChangeKind, ProfileModel, RunData } from '../model';
+import { CanvasView, fitText, GUTTER, Tooltip } from './canvas';
+import { TimeViewport } from './viewport';
+
+const AXIS = 18;
+const MAX_HEIGHT = 320;
+
+/** Options of the task stream (from the settings registry). */
+export interface ITaskStreamOptions {
+  /** Tallest a lane gets, in CSS pixels. */
+  maxLaneHeight: number;
+}
+
+export class TaskStreamView extends CanvasView {
+  constructor(model: ProfileModel, viewport: TimeViewport) {
+    super('jp-DaskProfile-taskStream', 120);
+    this._model = model;
+    this._viewport = viewport;
+    this._tooltip = new Tooltip(this.node);
+    this.legend.className = 'jp-DaskProfile-legend';
+    this.canvas.addEventListener('wheel', this._onWheel, { passive: false });
+    this.canvas.addEventListener('mousedown', this._onMouseDown);
+    this.canvas.addEventListener('mousemove', this._onHover);
+    this.canvas.addEventListener('mouseleave', this._onLeave);
+    this.canvas.addEventListener('dblclick', this._onDoubleClick);
+    model.changed.connect(this._onModel, this);
+    viewport.changed.connect(this.schedule, this);
+  }
+
+  /** The colour legend (group swatches and names). */
+  readonly legend = document.createElement('div');
+
+  options: ITaskStreamOptions = { maxLaneHeight: 18 };
+
+  /** Rectangles in the last frame. */
+  get rectCount(): number {
+    return this._rects.length;
+  }
+
+  dispose(): void {
+    this._model.changed.disconnect(this._onModel, this);
+    this._viewport.changed.disconnect(this.schedule, this);
+    window.removeEventListener('mousemove', this._onDrag);
+    window.removeEventListener('mouseup', this._onMouseUp);
+    super.dispose();
+  }
+
+  /** Re-read the run's extent, size and legend, then redraw. */
+  update(): void {
+    const run = this._model.current;
+    if (run) {
+      const [lo, hi] = run.extent();
+      this._viewport.setExtent(lo, hi);
+      const lanes = Math.max(1, run.lanes.length);
+      this.setHeight(
+        AXIS +
+          Math.min(MAX_HEIGHT, Math.max(40, lanes * this.options.maxLaneHeight))
+      );
+    }
+    this._updateLegend(run);
+    this.schedule();
+  }
+
+  protected draw(
+    ctx: CanvasRenderingContext2D,
+    width: number,
+    height: number
+  ): void {
+    const run = this._model.current;
+    const theme = this.theme;
+    const plotW = width - GUTTER;
+    this._rects.clear();
+    if (!run || plotW <= 0) {
+      ctx.fillStyle = theme.muted;
+      ctx.fillText(
+        run ? '' : 'No run yet: compute something with Dask.',
+        8,
+        20
+      );
+      this.canvas.dataset.rects = '0';
+      return;
+    }
+    const v0 = this._viewport.start;
+    const v1 = this._viewport.end;
+    const lanes = run.lanes;
+    const laneH = lanes.length > 0 ? (height - AXIS) / lanes.length : 0;
+    this._laneH = laneH;
+    this._drawAxis(ctx, v0, v1, plotW, height);
+
+    const groupOf = run.taskGroup.data;
+    lanes.forEach((worker, i) => {
+      const lane = run.laneIndex.get(worker);
+      if (lane) {
+        laneRects(lane, i, groupOf, v0, v1, plotW, this._rects);
+      }
+    });
+    const colors = this._colors(run);
+    const buffer = this._rects;
+    this._order = drawOrder(buffer, colors.length, this._order);
+    const gap = laneH > 6 ? 1 : 0;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
+    ctx.clip();
+    let key = -1;
+    for (let k = 0; k < buffer.length; k++) {
+      const i = this._order[k];
+      const g = Math.min(buffer.group[i], colors.length - 1);
+      const next = g * 4 + buffer.level[i];
+      if (next !== key) {
+        key = next;
+        ctx.fillStyle = colors[g];
+        ctx.globalAlpha = LEVEL_ALPHA[buffer.level[i]];
+      }
+      const x0 = buffer.x0[i];
+      ctx.fillRect(
+        GUTTER + x0,
+        AXIS + buffer.lane[i] * laneH,
+        buffer.x1[i] - x0,
+        laneH - gap
+      );
+    }
+    ctx.globalAlpha = 1;
+    this._drawHover(ctx, run, v0, v1, plotW);
+    this._drawSelection(ctx, v0, v1, plotW, height);
+    ctx.restore();
+    this._drawLaneLabels(ctx, run, laneH);
+    this.canvas.dataset.rects = String(buffer.length);
+    this.canvas.dataset.visited = String(buffer.visited);
+  }
+
+  private _colors(run: RunData): string[] {
+    const n = Math.max(1, run.groups.length);
+    const out: string[] = new Array(n);
+    for (let g = 0; g < n; g++) {
+      out[g] = run.group(g).color;
+    }
+    return out;
+  }
+
+  private _drawAxis(
+    ctx: CanvasRenderingContext2D,
+    v0: number,
+    v1: number,
+    plotW: number,
+    height: number
+  ): void {
+    const theme = this.theme;
+    const ticks = niceTicks(v0, v1, Math.max(2, Math.floor(plotW / 90)));
+    const step = ticks.length > 1 ? ticks[1] - ticks[0] : v1 - v0;
+    ctx.fillStyle = theme.grid;
+    ctx.fillRect(GUTTER, AXIS - 1, plotW, 1);
+    ctx.textBaseline = 'middle';
+    for (const t of ticks) {
+      const x = GUTTER + ((t - v0) / (v1 - v0)) * plotW;
+      ctx.fillStyle = theme.grid;
+      ctx.fillRect(Math.round(x), AXIS, 1, height - AXIS);
+      ctx.fillStyle = theme.muted;
+      ctx.fillText(formatTick(t, step), x + 3, AXIS / 2);
+    }
+  }
+
+  private _drawLaneLabels(
+    ctx: CanvasRenderingContext2D,
+    run: RunData,
+    laneH: number
+  ): void {
+    const theme = this.theme;
+    ctx.fillStyle = theme.background;
+    ctx.fillRect(0, AXIS, GUTTER, this.height - AXIS);
+    if (laneH < 9) {
+      ctx.fillStyle = theme.muted;
+      ctx.fillText(`${run.lanes.length} workers`, 4, AXIS + 8);
+      return;
+    }
+    ctx.fillStyle = theme.muted;
+    ctx.textBaseline = 'middle';
+    run.lanes.forEach((w, i) => {
+      const label = run.workers.get(w)?.label ?? `worker ${w}`;
+      ctx.fillText(
+        fitText(ctx, label, GUTTER - 8),
+        4,
+        AXIS + (i + 0.5) * laneH
+      );
+    });
+  }
+
+  private _drawHover(
+    ctx: CanvasRenderingContext2D,
+    run: RunData,
+    v0: number,
+    v1: number,
+    plotW: number
+  ): void {
+    const row = this._hoverRow;
+    if (row < 0 || row >= run.taskCount) {
+      return;
+    }
+    const lane = run.lanes.indexOf(run.taskWorker.data[row]);
+    const k = plotW / (v1 - v0);
+    const x0 = GUTTER + (run.taskStart.data[row] - v0) * k;
+    const x1 = GUTTER + (run.taskStop.data[row] - v0) * k;
+    ctx.strokeStyle = this.theme.foreground;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(
+      x0,
+      AXIS + lane * this._laneH,
+      Math.max(1, x1 - x0),
+      this._laneH - 1
+    );
+  }
+
+  private _drawSelection(
+    ctx: CanvasRenderingContext2D,
+    v0: number,
+    v1: number,
+    plotW: number,
+    height: number
+  ): void {
+    const sel = this._viewport.selection;
+    if (!sel) {
+      return;
+    }
+    const k = plotW / (v1 - v0);
+    const x0 = GUTTER + (sel[0] - v0) * k;
+    const x1 = GUTTER + (sel[1] - v0) * k;
+    ctx.fillStyle = this.theme.selection;
+    ctx.fillRect(x0, AXIS, x1 - x0, height - AXIS);
+    ctx.fillStyle = this.theme.accent;
+    ctx.fillRect(x0, AXIS, 1, height - AXIS);
+    ctx.fillRect(x1 - 1, AXIS, 1, height - AXIS);
+  }
+
+  private _updateLegend(run: RunData | null): void {
+    const count = run ? run.groupsByName.size : 0;
+    if (run === this._legendRun && count === this._legendCount) {
+      return;
+    }
+    this._legendRun = run;
+    this._legendCount = count;
+    const items: HTMLElement[] = [];
+    const groups = run ? [...run.groupsByName.values()] : [];
+    for (const g of groups.slice(0, 40)) {
+      const item = document.createElement('span');
+      item.className = 'jp-DaskProfile-legendItem';
+      const swatch = document.createElement('span');
+      swatch.className = 'jp-DaskProfile-swatch';
+      swatch.style.background = g.color;
+      const name = document.createElement('span');
+      name.textContent = g.name;
+      item.append(swatch, name);
+      items.push(item);
+    }
+    if (groups.length > 40) {
+      const more = document.createElement('span');
+      more.textContent = `+${groups.length - 40} more`;
+      items.push(more);
+    }
+    this.legend.replaceChildren(...items);
+  }
+
+  // ------------------------------------------------------------------ events
+
+  private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
+    if (changes.has('current')) {
+      this._hoverRow = -1;
+      this._tooltip.hide();
+      this._viewport.reset();
+      this._viewport.select(null);
+    }
+    if (changes.has('keys') && this._hoverRow >= 0) {
+      this._showTooltip();
+    }
+    if (
+      changes.has('tasks') ||
+      changes.has('current') ||
+      changes.has('runs') ||
+      changes.has('resources') ||
+      changes.has('summary')
+    ) {
+      this.update();
+    }
+  }
+
+  private _timeAt(x: number): number {
+    const plotW = this.width - GUTTER;
+    const { start, end } = this._viewport;
+    return start + ((x - GUTTER) / Math.max(1, plotW)) * (end - start);
+  }
+
+  private _local(e: MouseEvent): [number, number] {
+    const r = this.canvas.getBoundingClientRect();
+    return [e.clientX - r.left, e.clientY - r.top];
+  }
+
+  private _onWheel = (e: WheelEvent): void => {
+    const [x] = this._local(e);
+    if (x < GUTTER) {
+      return;
+    }
+    e.preventDefault();
+    const plotW = Math.max(1, this.width - GUTTER);
+    const { start, end } = this._viewport;
+    if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      this._viewport.pan((e.deltaX / plotW) * (end - start));
+      return;
+    }
+    const delta = e.deltaMode === 1 ? e.deltaY * 20 : e.deltaY;
+    this._viewport.zoom(this._timeAt(x), Math.exp(delta * 0.0015));
+  };
+
+  private _onMouseDown = (e: MouseEvent): void => {
+    if (e.button !== 0) {
+      return;
+    }
+    const [x] = this._local(e);
+    if (x < GUTTER) {
+      return;
+    }
+    e.preventDefault();
+    this._drag = { x, lastX: x, select: e.shiftKey, moved: false };
+    this._tooltip.hide();
+    window.addEventListener('mousemove', this._onDrag);
+    window.addEventListener('mouseup', this._onMouseUp);
+  };
+
+  private _onDrag = (e: MouseEvent): void => {
+    const drag = this._drag;
+    if (!drag) {
+      return;
+    }
+    const [x] = this._local(e);
+    if (Math.abs(x - drag.x) > 2) {
+      drag.moved = true;
+    }
+    if (drag.select) {
+      const a = this._timeAt(drag.x);
+      const b = this._timeAt(x);
+      this._viewport.select([Math.min(a, b), Math.max(a, b)]);
+    } else {
+      const plotW = Math.max(1, this.width - GUTTER);
+      const { start, end } = this._viewport;
+      this._viewport.pan(-((x - drag.lastX) / plotW) * (end - start));
+    }
+    drag.lastX = x;
+  };
+
+  private _onMouseUp = (): void => {
+    const drag = this._drag;
+    this._drag = null;
+    window.removeEventListener('mousemove', this._onDrag);
+    window.removeEventListener('mouseup', this._onMouseUp);
+    if (drag?.select && !drag.moved) {
+      this._viewport.select(null);
+    }
+  };
+
+  private _onDoubleClick = (): void => {
+    this._viewport.reset();
+  };
+
+  private _onHover = (e: MouseEvent): void => {
+    if (this._drag) {
+      return;
+    }
+    const run = this._model.current;
+    const [x, y] = this._local(e);
+    this._mouse = [x, y];
+    let row = -1;
+    if (run && x >= GUTTER && y >= AXIS && this._laneH > 0) {
+      const laneIdx = Math.floor((y - AXIS) / this._laneH);
+      const worker = run.lanes[laneIdx];
+      const lane = worker !== undefined ? run.laneIndex.get(worker) : undefined;
+      if (lane) {
+        const tolerance =
+          (3 / Math.max(1, this.width - GUTTER)) *
+          (this._viewport.end - this._viewport.start);
+        row = lane.hitTest(this._timeAt(x), tolerance);
+      }
+    }
+    if (row !== this._hoverRow) {
+      this._hoverRow = row;
+      this.schedule();
+      if (run && row >= 0) {
+        this._model.requestKeys(run, [row]);
+      }
+    }
+    if (row >= 0) {
+      this._showTooltip();
+    } else {
+      this._tooltip.hide();
+    }
+  };
+
+  private _onLeave = (): void => {
+    this._tooltip.hide();
+    if (this._hoverRow >= 0) {
+      this._hoverRow = -1;
+      this.schedule();
+    }
+  };
+
+  private _showTooltip(): void {
+    const run = this._model.current;
+    const row = this._hoverRow;
+    if (!run || row < 0 || row >= run.taskCount) {
+      this._tooltip.hide();
+      return;
+    }
+    const key = this._model.keyOf(run, row);
+    const start = run.taskStart.data[row];
+    const stop = run.taskStop.data[row];
+    const submit = run.taskSubmit.data[row];
+    const worker = run.workers.get(run.taskWorker.data[row]);
+    const lines: [string, string][] = [
+      ['key', key ?? (this._model.connected ? 'loading…' : 'unavailable')],
+      ['group', run.group(run.taskGroup.data[row]).name],
+      ['worker', worker?.label ?? String(run.taskWorker.data[row])],
+      ['duration', formatDuration(stop - start)],
+      ['wait', formatDuration(start - submit)],
+      ['start', formatDuration(start)]
+    ];
+    if (run.taskStatus.data[row] !== 0) {
+      lines.push(['status', 'error']);
+    }
+    this._tooltip.show(lines, this._mouse[0], this._mouse[1]);
+    this._tooltip.node.dataset.row = String(row);
+  }
+
+  private _model: ProfileModel;
+  private _viewport: TimeViewport;
+  private _tooltip: Tooltip;
+  private _rects = new RectBuffer();
+  private _order: Int32Array = new Int32Array(1024);
+  private _laneH = 0;
+  private _hoverRow = -1;
+  private _mouse: [number, number] = [0, 0];
+  private _drag: {
+    x: number;
+    lastX: number;
+    select: boolean;
+    moved: boolean;
+  } | null = null;
+  private _legendRun: RunData | null = null;
+  private _legendCount = -1;
+}
