@@ -322,3 +322,24 @@ def test_worker_samples_round_trip_through_a_process_pool() -> None:
     assert collector.samples_by_group()["remote"] == tree["count"]
     assert any(label.startswith(f"{pid}:") for label in collector.samples_by_thread())
     assert collector.history()
+
+
+def worker_threads() -> int:
+    return sum(t.name == "daskprofile-stacks-worker" for t in threading.enumerate())
+
+
+def idle_then_busy() -> tuple[int, int, int, bool]:
+    """In a worker: the sampler ends itself when idle and starts again on the next task."""
+    ensure_worker_sampler(0.005, 1.0, None, 0.1)
+    running = worker_threads()
+    time.sleep(0.5)
+    after_idle = worker_threads()
+    _, blob, _ = remote_task("again", 0.2)
+    return running, after_idle, worker_threads(), pickle.loads(blob) is not None
+
+
+def test_worker_sampler_in_a_forked_process_of_a_sampling_kernel_ends_when_idle() -> None:
+    with StackCollector(), ProcessPoolExecutor(1, mp_context=get_context("fork")) as pool:
+        running, after_idle, again, drained = pool.submit(idle_then_busy).result()
+    assert (running, after_idle, again) == (1, 0, 1)
+    assert drained

@@ -160,10 +160,9 @@ class _Sampler:
 
     def _run(self) -> None:
         self._own = threading.get_ident()
-        interval = self.interval
         deadline = perf_counter()
         while True:
-            now = perf_counter()
+            interval, now = self.interval, perf_counter()
             # absolute deadlines: a late wake-up (waiting for the GIL) shortens the next wait,
             # but never to less than half an interval, so samples do not come in bursts
             deadline = max(deadline + interval, now + interval / 2)
@@ -502,20 +501,32 @@ def ensure_worker_sampler(
     the process that owns the collector: ``owner_pid`` when given, else any process that
     created a :class:`StackCollector`, or one not started by ``multiprocessing``. The
     sampler thread is a daemon and ends after ``idle_timeout`` seconds without tasks; the
-    next call starts it again. Returns whether a sampler runs in this process.
+    next call starts it again. Returns whether a sampler runs in this process; never raises.
     """
-    global _worker_sampler
     current = _worker_sampler
     if current is not None and current.pid == os.getpid():
         current.busy_at = perf_counter()  # keeps an idle sampler from ending right now
-        if current.alive:
+        if current.alive and current.interval == interval and current.cycle == cycle:
             return True
+    try:
+        return _start_worker_sampler(interval, cycle, owner_pid, idle_timeout)
+    except Exception:  # called inside the task: never raise into the computation
+        return False
+
+
+def _start_worker_sampler(
+    interval: float, cycle: float, owner_pid: int | None, idle_timeout: float
+) -> bool:
+    global _worker_sampler
     if not _is_worker_process(owner_pid):
         return False
     with _worker_lock:
         current = _worker_sampler
         if current is None or current.pid != os.getpid():  # none yet, or inherited by fork
             current = _worker_sampler = _WorkerSampler(interval, cycle, idle_timeout)
+        else:  # a later collector may ask for another rate
+            current.interval = _check_positive("interval", interval)
+            current.cycle = _check_positive("cycle", cycle)
         current.start("daskprofile-stacks-worker")
     return True
 
