@@ -1,0 +1,58 @@
+"""Collectors: write records, never raise into the computation.
+
+Scheduler-driven collectors (``tasks``, ``cache``) are :class:`daskprofile.hooks.Listener`
+objects; time-driven samplers (``resources``, ``stacks``) run their own thread. This
+package module stays light: it is imported inside worker processes to unpickle
+:class:`StackWorkerHook`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Hashable
+from types import ModuleType
+from typing import Any
+
+
+def optional(name: str) -> ModuleType | None:
+    """``daskprofile.collectors.<name>`` if that module exists, else None."""
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.endswith(f"collectors.{name}"):
+            return None
+        raise
+
+
+class StackWorkerHook:
+    """Runs the stack sampler inside worker processes and ships its samples back.
+
+    A :class:`daskprofile.hooks.WorkerHook`: shipped with each task; in a worker process
+    (not the kernel) it makes sure a sampler runs while tasks run there, and after each
+    task returns the samples drained since the previous task (``TaskEvent.extra["stacks"]``).
+    """
+
+    name = "stacks"
+
+    def __init__(self, interval: float, cycle: float, owner_pid: int | None = None) -> None:
+        self.interval = interval
+        self.cycle = cycle
+        self.owner_pid = os.getpid() if owner_pid is None else owner_pid
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StackWorkerHook, (self.interval, self.cycle, self.owner_pid))
+
+    def on_start(self, key: Hashable) -> None:
+        if os.getpid() == self.owner_pid:
+            return
+        from .stacks import ensure_worker_sampler
+
+        ensure_worker_sampler(self.interval, self.cycle, self.owner_pid)
+
+    def on_stop(self) -> Any:
+        if os.getpid() == self.owner_pid:
+            return None
+        from .stacks import drain_worker_samples
+
+        return drain_worker_samples()

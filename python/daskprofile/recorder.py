@@ -1,0 +1,278 @@
+"""``profile()``: wires collectors -> Run -> sinks (in-memory history, subscribers).
+
+::
+
+    with daskprofile.profile(dt=0.1, interval=0.01) as run:
+        x.compute()
+    run.tasks, run.resources, run.cache, run.stacks, run.summary()
+
+Every compute in the block (sync, threads or processes scheduler; any thread) is recorded.
+Arguments left ``None`` come from dask's config (``daskprofile.*``, see ``options``).
+Finished runs are kept in a bounded history (``daskprofile.history`` runs); subscribers
+(e.g. the comm publisher) are told when a run starts and ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable
+from time import perf_counter
+from types import TracebackType
+from typing import Any
+
+from . import hooks
+from .collectors import StackWorkerHook, optional
+from .collectors.base import Collector
+from .collectors.cache import CacheCollector
+from .collectors.tasks import TaskCollector
+from .hooks import Compute, TaskEvent
+from .options import ProfileOptions, history_size, profile_options
+from .run import Run
+
+__all__ = ["clear_history", "history", "live_runs", "profile", "subscribe"]
+
+RunCallback = Callable[[Run], None]
+
+_lock = threading.Lock()
+_history: deque[Run] = deque()
+_live: list[Run] = []
+_subscribers: list[tuple[RunCallback | None, RunCallback | None]] = []
+_ids = itertools.count(1)
+
+
+# ---------------------------------------------------------------- history + subscriptions
+def history() -> list[Run]:
+    """Finished runs kept in memory, oldest first (at most ``daskprofile.history``)."""
+    with _lock:
+        return list(_history)
+
+
+def live_runs() -> list[Run]:
+    """Runs whose block is still running."""
+    with _lock:
+        return list(_live)
+
+
+def clear_history() -> None:
+    """Forget the finished runs."""
+    with _lock:
+        _history.clear()
+
+
+def subscribe(
+    on_start: RunCallback | None = None, on_end: RunCallback | None = None
+) -> Callable[[], None]:
+    """Call ``on_start(run)`` when a run starts, ``on_end(run)`` when it has finished.
+
+    Callbacks run in the thread that enters/leaves the ``profile()`` block and must be
+    quick (hand work to a thread). An exception is reported as a warning, never raised.
+    Returns a function that unsubscribes. Replay what exists with :func:`history` and
+    :func:`live_runs`.
+    """
+    entry = (on_start, on_end)
+    with _lock:
+        _subscribers.append(entry)
+
+    def unsubscribe() -> None:
+        with _lock:
+            if entry in _subscribers:
+                _subscribers.remove(entry)
+
+    return unsubscribe
+
+
+def _notify(index: int, run: Run) -> None:
+    with _lock:
+        callbacks = [entry[index] for entry in _subscribers]
+    for callback in callbacks:
+        if callback is None:
+            continue
+        try:
+            callback(run)
+        except Exception as exc:
+            warnings.warn(f"daskprofile: run subscriber raised {exc!r}", RuntimeWarning, stacklevel=3)
+
+
+def _keep(run: Run) -> None:
+    size = history_size()
+    with _lock:
+        if run in _live:
+            _live.remove(run)
+        _history.append(run)
+        while len(_history) > size:
+            _history.popleft()
+
+
+# ---------------------------------------------------------------- listeners of a run
+class _Meta(Collector):
+    """Counts computes and schedulers into ``run.meta``."""
+
+    name = "meta"
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self.run = run
+
+    def on_compute_start(self, compute: Compute) -> None:
+        meta = self.run.meta
+        meta["computes"] = meta.get("computes", 0) + 1
+        if compute.scheduler not in meta["schedulers"]:
+            meta["schedulers"].append(compute.scheduler)
+
+
+class _StackFeed(Collector):
+    """Asks the hook to track running tasks and brings worker-process samples home."""
+
+    name = "stacks"
+    track_running = True
+
+    def __init__(self, collector: Any, interval: float, cycle: float) -> None:
+        super().__init__()
+        self.collector = collector
+        self.worker_hooks = (StackWorkerHook(interval, cycle),)
+
+    def on_task(self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]) -> None:
+        extra = event.extra
+        if extra is not None:
+            payload = extra.get("stacks")
+            if payload is not None:
+                self.collector.merge_remote(payload)
+
+
+def _new_run(options: ProfileOptions) -> Run:
+    return Run(
+        {
+            "id": f"{os.getpid()}-{next(_ids)}-{int(time.time() * 1000)}",
+            "wall0": time.time(),
+            "t0": perf_counter(),
+            "t1": None,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "options": options.to_dict(),
+            "schedulers": [],
+            "computes": 0,
+            "dropped": {},
+            "errors": [],
+            "finished": False,
+        }
+    )
+
+
+class profile:
+    """Profile every dask compute in a ``with`` block; ``as`` gives the live :class:`Run`.
+
+    ``tasks``/``resources``/``cache``/``stacks`` switch collectors on or off; ``dt`` is the
+    resource sampling period and ``interval`` the stack sampling period (seconds or
+    strings like ``"5ms"``); ``max_records`` caps the rows kept per table (the oldest are
+    dropped and counted in ``run.meta["dropped"]``); ``metric`` measures each result for the
+    cache series (default: count). ``None`` means "from dask's config".
+    """
+
+    def __init__(
+        self,
+        tasks: bool | None = None,
+        resources: bool | None = None,
+        cache: bool | None = None,
+        stacks: bool | None = None,
+        dt: float | str | None = None,
+        interval: float | str | None = None,
+        max_records: int | None = None,
+        metric: Callable[[Any], float] | None = None,
+        metric_name: str | None = None,
+    ) -> None:
+        self.options = profile_options(
+            tasks, resources, cache, stacks, dt, interval, max_records, metric, metric_name
+        )
+        self.run: Run | None = None
+        self._listeners: list[Any] = []
+        self._samplers: list[tuple[str, Any]] = []
+
+    # ------------------------------------------------------------ wiring
+    def _wire_tasks(self, run: Run, o: ProfileOptions) -> None:
+        if o.tasks:
+            tasks = TaskCollector(o.max_records)
+            self._listeners.append(tasks)
+            run.attach("tasks", tasks.snapshot)
+        if o.cache:
+            cache = CacheCollector(o.metric, o.max_records)
+            self._listeners.append(cache)
+            run.attach("cache", cache.snapshot)
+
+    def _wire_resources(self, run: Run, o: ProfileOptions) -> None:
+        module = optional("resources") if o.resources else None
+        if module is None:
+            return
+        collector = module.ResourceCollector(o.dt)
+        self._samplers.append(("resources", collector))
+        run.attach("resources", collector.snapshot)
+
+    def _wire_stacks(self, run: Run, o: ProfileOptions) -> None:
+        module = optional("stacks") if o.stacks else None
+        if module is None:
+            return
+        collector = module.StackCollector(o.interval)
+        self._samplers.append(("stacks", collector))
+        self._listeners.append(_StackFeed(collector, o.interval, collector.cycle))
+        run.attach("stacks", collector.trees)
+        run.attach("stack_history", collector.history)
+
+    # ------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Run:
+        if self.run is not None:
+            raise RuntimeError("a profile() block cannot be entered twice; create a new one")
+        run = self.run = _new_run(self.options)
+        self._listeners = [_Meta(run)]
+        self._wire_tasks(run, self.options)
+        self._wire_resources(run, self.options)
+        self._wire_stacks(run, self.options)
+        for listener in self._listeners:
+            listener.errors = run.meta["errors"]
+        for name, sampler in self._samplers:
+            _guarded(run, name, sampler.start)
+        with _lock:
+            _live.append(run)
+        for listener in self._listeners:
+            hooks.add_listener(listener)
+        _notify(0, run)
+        return run
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        run = self.run
+        if run is None:
+            return
+        for listener in self._listeners:
+            hooks.remove_listener(listener)
+        dropped: dict[str, int] = {}
+        for name, sampler in self._samplers:
+            _guarded(run, name, sampler.stop)
+            error = getattr(sampler, "error", None)
+            if error:
+                run.meta["errors"].append({"collector": name, "error": str(error)})
+            dropped[name] = int(getattr(sampler, "dropped", 0) or 0)
+        run.finish(perf_counter(), dropped)
+        self._listeners, self._samplers = [], []
+        _keep(run)
+        _notify(1, run)
+
+
+def _guarded(run: Run, name: str, fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception as exc:
+        run.meta["errors"].append({"collector": name, "error": repr(exc)})
+        warnings.warn(
+            f"daskprofile: the {name} collector raised {exc!r} and is switched off",
+            RuntimeWarning,
+            stacklevel=3,
+        )

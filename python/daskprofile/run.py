@@ -1,0 +1,386 @@
+"""Run: one profiled block's data - columnar, bounded, immutable once finished.
+
+While the block runs, the views read what the collectors have recorded so far; when it
+ends the data is frozen into numpy columns. A run can be saved to a compact versioned file
+(``.npz``: numpy columns + JSON metadata, loaded without pickle), turned into a plain dict,
+and handed to the exporters (``to_html``, ``to_chrome_trace``, ``to_speedscope``,
+``to_folded``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FORMAT = "daskprofile-run"
+VERSION = 1
+
+Table = dict[str, Any]
+Tree = dict[str, Any]
+
+TASK_COLUMNS = ("key", "group", "worker", "submit", "start", "stop", "status", "error", "compute")
+RESOURCE_COLUMNS = ("time", "cpu", "memory", "processes")
+CACHE_COLUMNS = ("time", "group", "metric")
+
+#: numeric columns saved per table (lookups and keys are saved separately)
+_ARRAYS = {
+    "tasks": ("group", "worker", "submit", "start", "stop", "error", "compute"),
+    "cache": ("time", "group", "metric"),
+    "resources": RESOURCE_COLUMNS,
+}
+_LOOKUPS = {"tasks": ("groups", "workers", "error_types", "dropped"), "cache": ("groups", "dropped")}
+
+
+def _empty_tasks() -> Table:
+    f8, u4 = np.empty(0, np.float64), np.empty(0, np.uint32)
+    return {
+        "key": [],
+        "group": u4,
+        "worker": np.empty(0, np.uint16),
+        "submit": f8,
+        "start": f8,
+        "stop": f8,
+        "error": np.empty(0, np.uint16),
+        "compute": u4,
+        "groups": [],
+        "workers": [],
+        "error_types": [None],
+        "dropped": 0,
+    }
+
+
+def _empty_cache() -> Table:
+    return {
+        "time": np.empty(0),
+        "group": np.empty(0, np.uint32),
+        "metric": np.empty(0),
+        "groups": [],
+        "dropped": 0,
+    }
+
+
+def _empty_resources() -> Table:
+    return {
+        "time": np.empty(0),
+        "cpu": np.empty(0),
+        "memory": np.empty(0, np.int64),
+        "processes": np.empty(0, np.int32),
+    }
+
+
+_EMPTY: dict[str, Callable[[], Table]] = {
+    "tasks": _empty_tasks,
+    "cache": _empty_cache,
+    "resources": _empty_resources,
+}
+
+
+class Run:
+    """One profiled block. See ``docs/architecture.md`` for the public surface."""
+
+    def __init__(self, meta: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None):
+        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta.setdefault("version", VERSION)
+        self.meta.setdefault("t0", 0.0)
+        self.meta.setdefault("dropped", {})
+        self.meta.setdefault("errors", [])
+        self.meta.setdefault("finished", True)
+        self._data: dict[str, Any] = dict(data or {})
+        self._sources: dict[str, Callable[[], Any]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ live
+    def attach(self, name: str, source: Callable[[], Any]) -> None:
+        """While live, read table ``name`` from ``source()`` (a collector snapshot)."""
+        with self._lock:
+            self._sources[name] = source
+
+    def finish(self, t1: float, dropped: Mapping[str, int] | None = None) -> None:
+        """Freeze: take a last snapshot of every source and drop them.
+
+        ``dropped`` adds counts of records lost by sources that are not tables (stacks).
+        """
+        with self._lock:
+            sources, self._sources = self._sources, {}
+        for name, source in sources.items():
+            try:
+                self._data[name] = source()
+            except Exception as exc:  # a broken collector never breaks the run
+                self.meta["errors"].append({"collector": name, "error": repr(exc)})
+        self.meta["t1"] = t1
+        self.meta["finished"] = True
+        self.meta["dropped"] = {
+            name: int(table.get("dropped", 0))
+            for name, table in self._data.items()
+            if isinstance(table, dict) and "dropped" in table
+        } | dict(dropped or {})
+
+    @property
+    def finished(self) -> bool:
+        """Whether the block has ended (the run no longer changes)."""
+        return bool(self.meta.get("finished"))
+
+    def _table(self, name: str) -> Any:
+        source = self._sources.get(name)
+        if source is not None:
+            try:
+                return source()
+            except Exception:
+                return self._data.get(name)
+        return self._data.get(name)
+
+    def raw(self, name: str) -> Table:
+        """The raw columns of ``tasks``, ``cache`` or ``resources`` (times in perf_counter s)."""
+        table = self._table(name)
+        return table if table is not None else _EMPTY[name]()
+
+    # ------------------------------------------------------------------ views
+    @property
+    def t0(self) -> float:
+        """``perf_counter()`` at the start of the block."""
+        return float(self.meta.get("t0", 0.0))
+
+    @property
+    def tasks(self) -> pd.DataFrame:
+        """One row per task: key, group, worker, submit/start/stop (s since t0), status,
+        error (exception type name or None), compute (number of the compute)."""
+        t = self.raw("tasks")
+        groups = np.asarray(t["groups"] + [""], dtype=object)
+        workers = np.asarray(t["workers"] + [""], dtype=object)
+        errors = np.asarray(t["error_types"], dtype=object)
+        err = np.asarray(t["error"], dtype=np.int64)
+        t0 = self.t0
+        return pd.DataFrame(
+            {
+                "key": pd.Series(t["key"], dtype=object),
+                "group": groups[np.asarray(t["group"], dtype=np.int64)],
+                "worker": workers[np.asarray(t["worker"], dtype=np.int64)],
+                "submit": np.asarray(t["submit"], dtype=np.float64) - t0,
+                "start": np.asarray(t["start"], dtype=np.float64) - t0,
+                "stop": np.asarray(t["stop"], dtype=np.float64) - t0,
+                "status": np.where(err == 0, "ok", "error").astype(object),
+                "error": errors[err],
+                "compute": np.asarray(t["compute"], dtype=np.int64),
+            },
+            columns=list(TASK_COLUMNS),
+        )
+
+    @property
+    def resources(self) -> pd.DataFrame:
+        """Samples: time (s since t0), cpu (% of one core, summed over the process tree),
+        memory (bytes RSS, summed), processes."""
+        r = self.raw("resources")
+        return pd.DataFrame(
+            {
+                "time": np.asarray(r["time"], dtype=np.float64) - self.t0,
+                "cpu": np.asarray(r["cpu"], dtype=np.float64),
+                "memory": np.asarray(r["memory"], dtype=np.int64),
+                "processes": np.asarray(r["processes"], dtype=np.int64),
+            },
+            columns=list(RESOURCE_COLUMNS),
+        )
+
+    @property
+    def cache(self) -> pd.DataFrame:
+        """Cache occupancy per group: time (s since t0), group, metric (after the change)."""
+        c = self.raw("cache")
+        groups = np.asarray(c["groups"] + [""], dtype=object)
+        return pd.DataFrame(
+            {
+                "time": np.asarray(c["time"], dtype=np.float64) - self.t0,
+                "group": groups[np.asarray(c["group"], dtype=np.int64)],
+                "metric": np.asarray(c["metric"], dtype=np.float64),
+            },
+            columns=list(CACHE_COLUMNS),
+        )
+
+    @property
+    def stacks(self) -> dict[str, Tree]:
+        """``{group: tree}`` of sampled stacks (distributed's profile.py tree form)."""
+        trees = self._table("stacks")
+        return dict(trees) if trees else {}
+
+    @property
+    def stack_history(self) -> list[tuple[float, float, dict[str, Tree]]]:
+        """``[(t_start, t_end, {group: tree})]`` per cycle, times in s since t0."""
+        history = self._table("stack_history") or []
+        t0 = self.t0
+        return [(a - t0, b - t0, trees) for a, b, trees in history]
+
+    def hot_lines(self, func_or_name: object) -> pd.DataFrame:
+        """(filename, line, count) of one function's lines (object or name), hottest first."""
+        from .stacktree import hot_lines
+
+        rows = hot_lines(self.stacks, func_or_name)
+        return pd.DataFrame(rows, columns=["filename", "line", "count"])
+
+    def summary(self) -> dict[str, Any]:
+        """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records."""
+        tasks = self.tasks
+        res = self.resources
+        t1 = self.meta.get("t1")
+        return {
+            "id": self.meta.get("id"),
+            "wall_time": (float(t1) - self.t0) if t1 is not None else None,
+            "computes": self.meta.get("computes", 0),
+            "schedulers": list(self.meta.get("schedulers", [])),
+            "tasks": len(tasks),
+            "errors": int((tasks["status"] == "error").sum()),
+            "workers": int(tasks["worker"].nunique()),
+            "groups": _group_table(tasks),
+            "peak_memory": int(res["memory"].max()) if len(res) else None,
+            "mean_cpu": float(res["cpu"].mean()) if len(res) else None,
+            "dropped": dict(self.meta.get("dropped", {})),
+        }
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else "live"
+        return f"<daskprofile.Run {self.meta.get('id')!r} {state}: {len(self.raw('tasks')['key'])} tasks>"
+
+    # ------------------------------------------------------------------ values
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (lists and numbers) that :meth:`from_dict` reads back."""
+        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "meta": _jsonable(self.meta)}
+        for name in _EMPTY:
+            table = self.raw(name)
+            out[name] = {k: _listify(v) for k, v in table.items()}
+        out["stacks"] = self.stacks
+        out["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Run:
+        """The run :meth:`to_dict` described."""
+        _check_format(d.get("format"), d.get("version"))
+        data: dict[str, Any] = {}
+        for name, empty in _EMPTY.items():
+            table = empty()
+            for k, v in (d.get(name) or {}).items():
+                proto = table.get(k)
+                table[k] = np.asarray(v, dtype=proto.dtype) if isinstance(proto, np.ndarray) else v
+            data[name] = table
+        data["stacks"] = dict(d.get("stacks") or {})
+        data["stack_history"] = [tuple(h) for h in d.get("stack_history") or []]
+        return cls(d.get("meta") or {}, data)
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write a compact versioned file (npz of columns + JSON); returns the path."""
+        arrays: dict[str, np.ndarray] = {}
+        extra: dict[str, Any] = {}
+        for name, cols in _ARRAYS.items():
+            table = self.raw(name)
+            for col in cols:
+                arrays[f"{name}.{col}"] = np.asarray(table[col])
+            extra[name] = {k: table.get(k) for k in _LOOKUPS.get(name, ())}
+        arrays["tasks.key_text"], arrays["tasks.key_end"] = _pack_strings(self.raw("tasks")["key"])
+        head = {"format": FORMAT, "version": VERSION, "meta": _jsonable(self.meta), **extra}
+        head["stacks"] = self.stacks
+        head["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        arrays["__json__"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
+        path = os.fspath(path)
+        with open(path, "wb") as f:
+            np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
+        return path
+
+    # ------------------------------------------------------------------ exports
+    def to_html(self, path: str | os.PathLike[str], **kwargs: Any) -> str:
+        """A self-contained HTML snapshot (see :func:`daskprofile.export.html.to_html`)."""
+        from .export.html import to_html
+
+        return to_html(self, path, **kwargs)
+
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> str:
+        """Trace Event Format JSON (Perfetto, chrome://tracing)."""
+        from .export.trace import to_chrome_trace
+
+        return to_chrome_trace(self, path)
+
+    def to_speedscope(self, path: str | os.PathLike[str]) -> str:
+        """A speedscope file."""
+        from .export.speedscope import to_speedscope
+
+        return to_speedscope(self, path)
+
+    def to_folded(self, path: str | os.PathLike[str]) -> str:
+        """Collapsed stacks (flamegraph.pl, inferno)."""
+        from .export.folded import to_folded
+
+        return to_folded(self, path)
+
+
+def load(path: str | os.PathLike[str]) -> Run:
+    """Read a run written by :meth:`Run.save`."""
+    with np.load(os.fspath(path), allow_pickle=False) as z:
+        head = json.loads(z["__json__"].tobytes().decode())
+        _check_format(head.get("format"), head.get("version"))
+        data: dict[str, Any] = {}
+        for name, cols in _ARRAYS.items():
+            table = {col: z[f"{name}.{col}"] for col in cols}
+            table.update(head.get(name) or {})
+            data[name] = table
+        data["tasks"]["key"] = _unpack_strings(z["tasks.key_text"], z["tasks.key_end"])
+    data["stacks"] = head.get("stacks") or {}
+    data["stack_history"] = [tuple(h) for h in head.get("stack_history") or []]
+    return Run(head.get("meta") or {}, data)
+
+
+def _check_format(fmt: Any, version: Any) -> None:
+    if fmt != FORMAT:
+        raise ValueError(f"not a daskprofile run (format {fmt!r})")
+    if not isinstance(version, int) or version > VERSION:
+        raise ValueError(f"run file version {version!r} is newer than this daskprofile ({VERSION})")
+
+
+def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [s.encode() for s in strings]
+    ends = np.cumsum([len(b) for b in encoded], dtype=np.int64)
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), ends
+
+
+def _unpack_strings(text: np.ndarray, ends: np.ndarray) -> list[str]:
+    raw = text.tobytes()
+    starts = [0, *ends[:-1].tolist()]
+    return [raw[s:e].decode() for s, e in zip(starts, ends.tolist())]
+
+
+def _listify(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)
+
+
+def _group_table(tasks: pd.DataFrame) -> list[dict[str, Any]]:
+    if not len(tasks):
+        return []
+    df = tasks.assign(duration=tasks["stop"] - tasks["start"], wait=tasks["start"] - tasks["submit"])
+    agg = df.groupby("group", sort=False).agg(
+        tasks=("key", "size"),
+        total=("duration", "sum"),
+        mean=("duration", "mean"),
+        max=("duration", "max"),
+        wait=("wait", "mean"),
+        errors=("status", lambda s: int((s == "error").sum())),
+    )
+    agg = agg.sort_values("total", ascending=False)
+    records = agg.reset_index().to_dict("records")
+    return [{str(k): _py(v) for k, v in rec.items()} for rec in records]
+
+
+def _py(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
