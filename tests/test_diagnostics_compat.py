@@ -26,7 +26,10 @@ DASK_TESTS = Path(importlib.util.find_spec("dask").origin).parent / "diagnostics
 REWRITES = [
     (r"^from dask\.diagnostics import (.+)$", r"from daskprofile import \1"),
     (r"^from dask\.callbacks import Callback$", "from daskprofile import Callback"),
-    (r"^(\s*)from dask\.diagnostics\.profile_visualize import visualize$", r"\1from daskprofile import visualize"),
+    (
+        r"^(\s*)from dask\.diagnostics\.profile_visualize import visualize$",
+        r"\1from daskprofile import visualize",
+    ),
 ]
 
 #: tests of dask-private helpers, not of the public behaviour
@@ -68,9 +71,10 @@ def collect(filename: str, prefix: str) -> dict[str, Any]:
     for name, fn in vars(module).items():
         if not name.startswith("test_") or not callable(fn) or name in PRIVATE:
             continue
+        test = fn
         if name in PLOTS and not HAS_FIGURES:
-            fn = pytest.mark.skip(reason="export.html has no figure-returning visualize")(fn)
-        out[f"test_{prefix}_{name[5:]}"] = fn
+            test = pytest.mark.skip(reason="export.html has no figure-returning visualize")(fn)
+        out[f"test_{prefix}_{name[5:]}"] = test
     return out
 
 

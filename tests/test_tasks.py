@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -28,7 +29,7 @@ def assert_no_overlap_per_worker(rows: list[tuple[object, float, float]]) -> Non
         by_worker.setdefault(worker, []).append((start, stop))
     for spans in by_worker.values():
         spans.sort()
-        for (_, stop), (start, _) in zip(spans, spans[1:]):
+        for (_, stop), (start, _) in itertools.pairwise(spans):
             assert start >= stop - 1e-6, "two tasks overlap on one worker"
 
 
@@ -83,9 +84,8 @@ def test_failed_task_recorded_and_exception_unchanged() -> None:
         raise err
 
     for scheduler in ["sync", "threads"]:
-        with daskprofile.profile(resources=False, stacks=False) as run:
-            with pytest.raises(Boom) as info:
-                dask.delayed(bad)(dask.delayed(sleep_task)(1)).compute(scheduler=scheduler)
+        with daskprofile.profile(resources=False, stacks=False) as run, pytest.raises(Boom) as info:
+            dask.delayed(bad)(dask.delayed(sleep_task)(1)).compute(scheduler=scheduler)
         assert info.value is err
         tasks = run.tasks
         failed = tasks[tasks["status"] == "error"]
@@ -101,9 +101,11 @@ def raise_value_error(x: int) -> int:
 
 @pytest.mark.slow
 def test_failed_task_in_worker_process_recorded() -> None:
-    with daskprofile.profile(resources=False, stacks=False) as run:
-        with pytest.raises(ValueError, match="in a worker process"):
-            dask.delayed(raise_value_error)(1).compute(scheduler="processes", num_workers=1)
+    with (
+        daskprofile.profile(resources=False, stacks=False) as run,
+        pytest.raises(ValueError, match="in a worker process"),
+    ):
+        dask.delayed(raise_value_error)(1).compute(scheduler="processes", num_workers=1)
     tasks = run.tasks
     assert list(tasks["status"]) == ["error"]
     assert list(tasks["error"]) == ["ValueError"]
@@ -126,7 +128,8 @@ def test_records_readable_while_compute_runs() -> None:
             chain = dask.delayed(lambda a, b: b)(chain, dask.delayed(watcher)(i))
         chain.compute(scheduler="sync")
     assert gate.is_set()
-    assert seen and seen[0] > 0  # tasks finished before were already visible
+    assert seen
+    assert seen[0] > 0
     assert len(run.tasks) > seen[0]
 
 

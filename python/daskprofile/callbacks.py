@@ -112,7 +112,7 @@ class Callback(Listener):
         posttask: Callable[..., None] | None = None,
         finish: Callable[[Mapping[Any, Any], dict[str, Any], bool], None] | None = None,
     ) -> None:
-        for name, fn in zip(_FIELDS, (start, start_state, pretask, posttask, finish)):
+        for name, fn in zip(_FIELDS, (start, start_state, pretask, posttask, finish), strict=False):
             if fn is not None:
                 if not callable(fn):
                     raise TypeError(f"{name[1:]} must be callable, got {fn!r}")

@@ -144,7 +144,9 @@ class ResourceProfiler(_Timed):
         collector.stop()
         rows, self._cursor = collector.since(self._cursor)
         mem = np.asarray(rows["memory"], dtype=np.float64) / 1e6
-        self.results.extend(map(ResourceData, rows["time"].tolist(), mem.tolist(), rows["cpu"].tolist()))
+        self.results.extend(
+            map(ResourceData, rows["time"].tolist(), mem.tolist(), rows["cpu"].tolist())
+        )
 
     def __enter__(self) -> ResourceProfiler:
         self._entered = True

@@ -23,6 +23,7 @@ callbacks, as in dask. Listener calls are guarded: a listener that raises is swi
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import itertools
@@ -65,7 +66,7 @@ class TaskEvent:
 
     __slots__ = ("error", "extra", "key", "payload", "pid", "start", "stop", "submit", "tid")
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - positional: built once per task on the hot path
         self,
         key: Hashable,
         start: float,
@@ -395,15 +396,19 @@ class Compute:
 
     # guards ----------------------------------------------------------------
     def _emit(self, name: str, *args: Any) -> None:
-        for lst, fn in list(self._hooks[name]):
+        for lst, fn in self._hooks[name]:
             try:
                 fn(self, *args)
             except Exception as exc:
                 self._fault(lst, exc)
 
     def _fault(self, lst: Any, exc: Exception) -> None:
-        for entries in self._hooks.values():
-            entries[:] = [e for e in entries if e[0] is not lst]
+        # new lists (not in place): a loop over the old ones may be running
+        self._hooks = {
+            name: [e for e in entries if e[0] is not lst] for name, entries in self._hooks.items()
+        }
+        self._on_task = self._hooks["on_task"]
+        self._on_submit = self._hooks["on_submit"]
         _switch_off(lst, exc)
 
     def close(self) -> None:
@@ -428,7 +433,7 @@ def _load_original() -> Callable[..., Any]:
     import dask.local
 
     fn = dask.local.get_async
-    return getattr(fn, "__wrapped__", fn)  # type: ignore[no-any-return]
+    return getattr(fn, "__wrapped__", fn)
 
 
 original_get_async: Callable[..., Any] = _load_original()
@@ -447,10 +452,8 @@ def _switch_off(lst: Any, exc: Exception) -> None:
             RuntimeWarning,
             stacklevel=2,
         )
-    try:
+    with contextlib.suppress(Exception):
         lst.on_listener_error(exc)
-    except Exception:
-        pass
 
 
 def _nested() -> bool:

@@ -43,8 +43,10 @@ def duration(name: str, value: Any) -> float:
     try:
         seconds = float(parse_timedelta(value, default="seconds"))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{name} must be a duration such as 0.1 or '100ms', got {value!r}") from exc
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise ValueError(
+            f"{name} must be a duration such as 0.1 or '100ms', got {value!r}"
+        ) from exc
+    if not 0 < seconds < float("inf"):
         raise ValueError(f"{name} must be > 0, got {value!r}")
     return seconds
 
@@ -98,6 +100,7 @@ def _pick(value: Any, name: str) -> Any:
 
 
 def profile_options(
+    *,
     tasks: bool | None = None,
     resources: bool | None = None,
     cache: bool | None = None,

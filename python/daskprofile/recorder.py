@@ -96,7 +96,9 @@ def _notify(index: int, run: Run) -> None:
         try:
             callback(run)
         except Exception as exc:
-            warnings.warn(f"daskprofile: run subscriber raised {exc!r}", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"daskprofile: run subscriber raised {exc!r}", RuntimeWarning, stacklevel=3
+            )
 
 
 def _keep(run: Run) -> None:
@@ -137,7 +139,9 @@ class _StackFeed(Collector):
         self.collector = collector
         self.worker_hooks = (StackWorkerHook(interval, cycle),)
 
-    def on_task(self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]) -> None:
+    def on_task(
+        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
+    ) -> None:
         extra = event.extra
         if extra is not None:
             payload = extra.get("stacks")
@@ -176,6 +180,7 @@ class profile:
 
     def __init__(
         self,
+        *,
         tasks: bool | None = None,
         resources: bool | None = None,
         cache: bool | None = None,
@@ -187,7 +192,15 @@ class profile:
         metric_name: str | None = None,
     ) -> None:
         self.options = profile_options(
-            tasks, resources, cache, stacks, dt, interval, max_records, metric, metric_name
+            tasks=tasks,
+            resources=resources,
+            cache=cache,
+            stacks=stacks,
+            dt=dt,
+            interval=interval,
+            max_records=max_records,
+            metric=metric,
+            metric_name=metric_name,
         )
         self.run: Run | None = None
         self._listeners: list[Any] = []

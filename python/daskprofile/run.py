@@ -34,7 +34,10 @@ _ARRAYS = {
     "cache": ("time", "group", "metric"),
     "resources": RESOURCE_COLUMNS,
 }
-_LOOKUPS = {"tasks": ("groups", "workers", "error_types", "dropped"), "cache": ("groups", "dropped")}
+_LOOKUPS = {
+    "tasks": ("groups", "workers", "error_types", "dropped"),
+    "cache": ("groups", "dropped"),
+}
 
 
 def _empty_tasks() -> Table:
@@ -84,7 +87,9 @@ _EMPTY: dict[str, Callable[[], Table]] = {
 class Run:
     """One profiled block. See ``docs/architecture.md`` for the public surface."""
 
-    def __init__(self, meta: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None):
+    def __init__(
+        self, meta: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None
+    ):
         self.meta: dict[str, Any] = dict(meta or {})
         self.meta.setdefault("version", VERSION)
         self.meta.setdefault("t0", 0.0)
@@ -156,7 +161,7 @@ class Run:
         errors = np.asarray(t["error_types"], dtype=object)
         err = np.asarray(t["error"], dtype=np.int64)
         t0 = self.t0
-        return pd.DataFrame(
+        return _frame(
             {
                 "key": pd.Series(t["key"], dtype=object),
                 "group": groups[np.asarray(t["group"], dtype=np.int64)],
@@ -176,7 +181,7 @@ class Run:
         """Samples: time (s since t0), cpu (% of one core, summed over the process tree),
         memory (bytes RSS, summed), processes."""
         r = self.raw("resources")
-        return pd.DataFrame(
+        return _frame(
             {
                 "time": np.asarray(r["time"], dtype=np.float64) - self.t0,
                 "cpu": np.asarray(r["cpu"], dtype=np.float64),
@@ -191,7 +196,7 @@ class Run:
         """Cache occupancy per group: time (s since t0), group, metric (after the change)."""
         c = self.raw("cache")
         groups = np.asarray(c["groups"] + [""], dtype=object)
-        return pd.DataFrame(
+        return _frame(
             {
                 "time": np.asarray(c["time"], dtype=np.float64) - self.t0,
                 "group": groups[np.asarray(c["group"], dtype=np.int64)],
@@ -218,7 +223,7 @@ class Run:
         from .stacktree import hot_lines
 
         rows = hot_lines(self.stacks, func_or_name)
-        return pd.DataFrame(rows, columns=["filename", "line", "count"])
+        return _frame(rows, columns=["filename", "line", "count"])
 
     def summary(self) -> dict[str, Any]:
         """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records."""
@@ -241,7 +246,8 @@ class Run:
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "live"
-        return f"<daskprofile.Run {self.meta.get('id')!r} {state}: {len(self.raw('tasks')['key'])} tasks>"
+        n = len(self.raw("tasks")["key"])
+        return f"<daskprofile.Run {self.meta.get('id')!r} {state}: {n} tasks>"
 
     # ------------------------------------------------------------------ values
     def to_dict(self) -> dict[str, Any]:
@@ -346,7 +352,7 @@ def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
 def _unpack_strings(text: np.ndarray, ends: np.ndarray) -> list[str]:
     raw = text.tobytes()
     starts = [0, *ends[:-1].tolist()]
-    return [raw[s:e].decode() for s, e in zip(starts, ends.tolist())]
+    return [raw[s:e].decode() for s, e in zip(starts, ends.tolist(), strict=False)]
 
 
 def _listify(value: Any) -> Any:
@@ -368,7 +374,9 @@ def _json_default(value: Any) -> Any:
 def _group_table(tasks: pd.DataFrame) -> list[dict[str, Any]]:
     if not len(tasks):
         return []
-    df = tasks.assign(duration=tasks["stop"] - tasks["start"], wait=tasks["start"] - tasks["submit"])
+    df = tasks.assign(
+        duration=tasks["stop"] - tasks["start"], wait=tasks["start"] - tasks["submit"]
+    )
     agg = df.groupby("group", sort=False).agg(
         tasks=("key", "size"),
         total=("duration", "sum"),
@@ -384,3 +392,8 @@ def _group_table(tasks: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _py(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _frame(*args: Any, **kwargs: Any) -> pd.DataFrame:
+    df: pd.DataFrame = pd.DataFrame(*args, **kwargs)
+    return df

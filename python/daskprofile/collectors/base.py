@@ -89,7 +89,7 @@ def _to_numpy(col: array[Any], lo: int, hi: int) -> np.ndarray:
     if hi <= lo:
         return np.empty(0, dtype=dtype)
     view = memoryview(col)[lo:hi]
-    out = np.frombuffer(view, dtype=dtype).copy()
+    out: np.ndarray = np.frombuffer(view, dtype=dtype).copy()
     view.release()
     return out
 

@@ -84,6 +84,8 @@ class CacheCollector(Collector):
         with self.lock:
             occ = self.occupancy
             for gid, delta in changes.items():
+                if delta == 0.0:
+                    continue  # a result replaced another of its group: no change to draw
                 while gid >= len(occ):
                     occ.append(0.0)
                 occ[gid] += delta

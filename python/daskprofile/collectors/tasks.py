@@ -189,12 +189,21 @@ class TaskCollector(Collector):
             base = self.text_base
             names = list(self.names)
             prev_end = self._end_before(lo)
-            lookups = {
+            lookups: dict[str, list[Any]] = {
                 "groups": list(self.groups),
                 "workers": [label for _, _, label in self.workers],
                 "error_types": list(self.error_types),
             }
-        return decode(rows, names, text, base, prev_end, lookups, max(0, first - cursor)), new_cursor
+        decoded = decode(
+            rows,
+            names=names,
+            text=text,
+            base=base,
+            prev_end=prev_end,
+            lookups=lookups,
+            dropped=max(0, first - cursor),
+        )
+        return decoded, new_cursor
 
     def _end_before(self, lo: int) -> int:
         """Absolute text offset where row ``lo``'s suffix starts (call under lock)."""
@@ -212,6 +221,7 @@ class TaskCollector(Collector):
 
 def decode(
     rows: dict[str, np.ndarray],
+    *,
     names: list[tuple[str, int]],
     text: bytes,
     base: int,
@@ -229,12 +239,12 @@ def decode(
     name_groups = np.array([g for _, g in names] or [0], dtype=np.uint32)
     keys = [
         prefixes[n] + text[s:e].decode()
-        for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist())
+        for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
     ]
     start = rows["start"]
     return {
         "key": keys,
-        "group": name_groups[rows["name"]] if len(keys) else np.empty(0, np.uint32),
+        "group": name_groups[rows["name"]] if keys else np.empty(0, np.uint32),
         "worker": rows["worker"],
         "submit": start - rows["wait"].astype(np.float64),
         "start": start,

@@ -1,0 +1,65 @@
+"""Cache collector and CacheProfiler: per-group series, releases found via dependencies."""
+
+from __future__ import annotations
+
+from operator import add
+from typing import Any
+
+import dask
+import numpy as np
+
+import daskprofile
+from daskprofile import CacheProfiler
+
+
+def chain_graph(n: int) -> dict[Any, Any]:
+    dsk: dict[Any, Any] = {("a-abc12345", 0): (add, 0, 1)}
+    for i in range(1, n):
+        dsk[("a-abc12345", i)] = (add, ("a-abc12345", i - 1), 1)
+    dsk["total-ff00ff00"] = (sum, [("a-abc12345", n - 1)])
+    return dsk
+
+
+def test_occupancy_series_per_group() -> None:
+    dsk = chain_graph(5)
+    with daskprofile.profile(resources=False, stacks=False) as run:
+        assert dask.get(dsk, "total-ff00ff00") == 5
+    cache = run.cache
+    a = cache[cache["group"] == "a"]["metric"].tolist()
+    # in a chain each 'a' result replaces the previous one (net change 0: no row)
+    assert a == [1.0, 0.0]
+    assert cache[cache["group"] == "total"]["metric"].tolist() == [1.0, 0.0]
+    assert set(cache["group"]) == {"a", "total"}
+
+
+def test_metric_and_rows_linear_in_tasks() -> None:
+    dsk = chain_graph(200)
+    with daskprofile.profile(resources=False, stacks=False, metric=lambda v: 10.0) as run:
+        dask.get(dsk, "total-ff00ff00")
+    cache = run.cache
+    assert cache["metric"].max() == 10.0
+    assert len(cache) <= 2 * len(dsk) + 2
+
+
+def test_cache_profiler_results_like_dask() -> None:
+    dsk = chain_graph(4)
+    with CacheProfiler(metric=lambda v: 2, metric_name="two") as cprof:
+        dask.threaded.get(dsk, "total-ff00ff00")
+    assert cprof._metric_name == "two"
+    results = cprof.results
+    assert sorted(str(r.key) for r in results) == sorted(str(k) for k in dsk)
+    assert all(r.metric == 2 for r in results)
+    assert all(r.cache_time <= r.free_time for r in results)
+    # the chain: each 'a' is freed when its successor is cached
+    by_key = {r.key: r for r in results}
+    for i in range(3):
+        assert by_key[("a-abc12345", i)].free_time <= by_key[("a-abc12345", i + 1)].free_time
+
+
+def test_cache_profiler_with_collections() -> None:
+    da = __import__("dask.array", fromlist=["ones"])
+    x = da.ones((40, 40), chunks=10)
+    with CacheProfiler() as cprof:
+        assert float((x + 1).sum().compute()) == 3200.0
+    assert len(cprof.results) > 0
+    assert np.isfinite([r.free_time for r in cprof.results]).all()

@@ -1,0 +1,239 @@
+"""The scheduler hook: installed only while listened to, safe across threads and faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import warnings
+from operator import add
+from typing import Any
+
+import dask
+import dask.local
+import dask.multiprocessing
+import dask.threaded
+import pytest
+from dask.callbacks import Callback as DaskCallback
+
+import daskprofile
+from daskprofile import Callback, Profiler, hooks
+from daskprofile.hooks import Compute, Listener, TaskEvent
+
+
+class Recorder(Listener):
+    def __init__(self) -> None:
+        self.events: list[TaskEvent] = []
+        self.computes: list[str] = []
+
+    def on_compute_start(self, compute: Compute) -> None:
+        self.computes.append(compute.scheduler)
+
+    def on_task(
+        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
+    ) -> None:
+        self.events.append(event)
+
+
+def originals() -> bool:
+    return all(
+        m.get_async is hooks.original_get_async
+        for m in (dask.local, dask.threaded, dask.multiprocessing)
+    )
+
+
+def test_installed_only_while_listened_to() -> None:
+    assert originals()
+    a, b = Recorder(), Recorder()
+    hooks.add_listener(a)
+    hooks.add_listener(b)
+    assert hooks.installed()
+    assert dask.threaded.get_async is hooks.get_async
+    hooks.remove_listener(a)
+    assert hooks.installed()
+    hooks.remove_listener(b)
+    assert originals()
+    hooks.remove_listener(b)  # idempotent
+    assert originals()
+
+
+def test_results_and_other_callbacks_see_dask_values() -> None:
+    seen: list[tuple[Any, Any]] = []
+    dsk = {"a": 1, "b": (add, "a", 1), "c": (add, "b", "a")}
+    rec = Recorder()
+    hooks.add_listener(rec)
+    try:
+        with DaskCallback(posttask=lambda k, r, d, s, w: seen.append((r, w))):
+            assert dask.threaded.get(dsk, "c") == 3
+    finally:
+        hooks.remove_listener(rec)
+    assert [r for r, _ in seen] == [2, 3]
+    idents = {t.ident for t in threading.enumerate()}
+    assert all(isinstance(w, int) and w in idents for _, w in seen)
+    assert {e.key for e in rec.events} == {"b", "c"}
+
+
+def test_dask_registered_callbacks_still_called() -> None:
+    calls: list[Any] = []
+    cb = DaskCallback(pretask=lambda key, dsk, state: calls.append(key))
+    cb.register()
+    rec = Recorder()
+    hooks.add_listener(rec)
+    try:
+        dask.get({"x": (add, 1, 2)}, "x")
+    finally:
+        hooks.remove_listener(rec)
+        cb.unregister()
+    assert calls == ["x"]
+    assert not DaskCallback.active
+
+
+def test_scheduler_kinds_are_named() -> None:
+    rec = Recorder()
+    hooks.add_listener(rec)
+    try:
+        x = dask.delayed(add)(1, 2)
+        x.compute(scheduler="sync")
+        x.compute(scheduler="threads")
+    finally:
+        hooks.remove_listener(rec)
+    assert rec.computes == ["sync", "threads"]
+
+
+def test_two_threads_computing_at_once_both_fully_recorded() -> None:
+    # dask: a registered Profiler records ~half, is silently unregistered, then KeyError
+    prof = Profiler()
+    prof.register()
+    barrier = threading.Barrier(2)
+
+    def work(tag: str) -> None:
+        barrier.wait()
+        xs = [dask.delayed(time.sleep)(0.01, dask_key_name=f"{tag}-{i}") for i in range(10)]
+        dask.compute(*xs, scheduler="threads", num_workers=2)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in ("left", "right")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        keys = {r.key for r in prof.results}
+        assert keys == {f"{tag}-{i}" for tag in ("left", "right") for i in range(10)}
+        assert prof in Callback.active
+    finally:
+        prof.unregister()
+    assert prof not in Callback.active
+    assert originals()
+
+
+def test_faulty_listener_warns_once_and_compute_unaffected() -> None:
+    class Broken(Listener):
+        calls = 0
+
+        def on_task(
+            self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
+        ) -> None:
+            Broken.calls += 1
+            raise RuntimeError("collector bug")
+
+    broken, good = Broken(), Recorder()
+    hooks.add_listener(broken)
+    hooks.add_listener(good)
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            out = dask.compute(*[dask.delayed(add)(i, 1) for i in range(5)], scheduler="threads")
+            out2 = dask.delayed(add)(1, 1).compute(scheduler="sync")
+    finally:
+        hooks.remove_listener(broken)
+        hooks.remove_listener(good)
+    assert out == (1, 2, 3, 4, 5)
+    assert out2 == 2
+    assert len([w for w in record if "collector bug" in str(w.message)]) == 1
+    assert Broken.calls == 1
+    assert len(good.events) == 6
+
+
+def test_faulty_collector_recorded_in_run() -> None:
+    def bad_metric(value: Any) -> float:
+        raise ZeroDivisionError("metric bug")
+
+    with (
+        pytest.warns(RuntimeWarning, match="metric bug"),
+        daskprofile.profile(resources=False, stacks=False, metric=bad_metric) as run,
+    ):
+        assert dask.delayed(add)(1, 2).compute(scheduler="threads") == 3
+    assert [e["collector"] for e in run.meta["errors"]] == ["cache"]
+    assert len(run.tasks) == 1  # the other collectors kept going
+
+
+def test_user_callback_exception_does_not_fail_compute() -> None:
+    def pretask(key: Any, dsk: Any, state: Any) -> None:
+        raise KeyError("oops")
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with Callback(pretask=pretask):
+            assert dask.delayed(add)(1, 2).compute() == 3
+    assert any("oops" in str(w.message) for w in record)
+
+
+def test_keyboard_interrupt_mid_compute_leaves_nothing_behind() -> None:
+    started = threading.Event()
+
+    def interrupt_main(x: int) -> int:
+        started.set()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)
+        return x
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        daskprofile.profile(dt=0.01) as run,
+        Profiler(),
+        daskprofile.ProgressBar(out=None),
+    ):
+        dask.compute(*[dask.delayed(interrupt_main)(i) for i in range(2)], scheduler="threads")
+    assert started.is_set()
+    assert run.finished
+    assert originals()
+    assert not Callback.active
+    # the conftest fixture checks threads, processes and hooks once the test returns
+
+
+def test_keyboard_interrupt_raised_by_task_propagates_sync() -> None:
+    def stop(x: int) -> int:
+        raise KeyboardInterrupt
+
+    with (
+        daskprofile.profile(resources=False, stacks=False) as run,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        dask.delayed(stop)(1).compute(scheduler="sync")
+    assert list(run.tasks["error"]) == ["KeyboardInterrupt"]
+
+
+def test_worker_running_registry_tracked_during_tasks() -> None:
+    from daskprofile import worker
+
+    seen: list[dict[int, tuple[str, str]]] = []
+
+    def look(x: int) -> int:
+        seen.append(worker.snapshot())
+        return x
+
+    class Tracker(Listener):
+        track_running = True
+
+    tracker = Tracker()
+    hooks.add_listener(tracker)
+    try:
+        dask.delayed(look)(1, dask_key_name=("look-abc123", 0)).compute(scheduler="threads")
+    finally:
+        hooks.remove_listener(tracker)
+    assert len(seen) == 1
+    ((label, group),) = seen[0].values()
+    assert group == "look"
+    assert label == "('look-abc123', 0)"
+    assert not worker.snapshot()

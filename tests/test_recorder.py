@@ -1,0 +1,163 @@
+"""profile(): options and config defaults, history, subscriptions, bounded memory."""
+
+from __future__ import annotations
+
+import threading
+from operator import add
+from typing import Any
+
+import dask
+import pytest
+
+import daskprofile
+from daskprofile import recorder
+from daskprofile.run import Run
+
+
+def small_graph(n: int) -> dict[Any, Any]:
+    return {("t-abc12345", i): (add, i, 1) for i in range(n)}
+
+
+def test_defaults_from_dask_config() -> None:
+    with dask.config.set({"daskprofile.stacks.interval": "5ms", "daskprofile.resources.dt": 0.25}):
+        p = daskprofile.profile()
+    assert p.options.interval == pytest.approx(0.005)
+    assert p.options.dt == pytest.approx(0.25)
+    assert daskprofile.profile(interval="20ms").options.interval == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        ({"dt": 0}, ValueError, "dt"),
+        ({"dt": -1}, ValueError, "dt"),
+        ({"interval": 0}, ValueError, "interval"),
+        ({"interval": "soon"}, ValueError, "interval"),
+        ({"interval": [1]}, TypeError, "interval"),
+        ({"max_records": 0}, ValueError, "max_records"),
+        ({"max_records": 1.5}, TypeError, "max_records"),
+        ({"tasks": "yes"}, TypeError, "tasks"),
+        ({"metric": 3}, TypeError, "metric"),
+    ],
+)
+def test_invalid_arguments_name_the_argument(
+    kwargs: dict[str, Any], exc: type[Exception], name: str
+) -> None:
+    with pytest.raises(exc, match=name):
+        daskprofile.profile(**kwargs)
+
+
+def test_drop_in_invalid_arguments() -> None:
+    with pytest.raises(ValueError, match="dt"):
+        daskprofile.ResourceProfiler(dt=0)
+    with pytest.raises(TypeError, match="metric"):
+        daskprofile.CacheProfiler(metric=5)
+    with pytest.raises(ValueError, match="width"):
+        daskprofile.ProgressBar(width=0)
+
+
+def test_collects_all_computes_of_the_block_from_any_thread() -> None:
+    with daskprofile.profile(resources=False, stacks=False) as run:
+        dask.get(small_graph(3), list(small_graph(3)))
+        t = threading.Thread(target=lambda: dask.threaded.get(small_graph(4), list(small_graph(4))))
+        t.start()
+        t.join()
+    assert len(run.tasks) == 7
+    assert run.meta["computes"] == 2
+
+
+def test_memory_cap_drops_oldest_and_counts_them() -> None:
+    with daskprofile.profile(resources=False, stacks=False, max_records=100) as run:
+        dask.get(small_graph(500), list(small_graph(500)))
+    tasks = run.tasks
+    assert 80 <= len(tasks) <= 100
+    assert run.meta["dropped"]["tasks"] == 500 - len(tasks)
+    assert run.summary()["dropped"]["tasks"] > 0
+    # the newest are kept, with their own keys
+    assert tasks["start"].is_monotonic_increasing
+    assert all(k.startswith("('t-abc12345', ") for k in tasks["key"])
+
+
+def test_history_and_subscriptions() -> None:
+    recorder.clear_history()
+    started: list[Run] = []
+    ended: list[Run] = []
+    live_at_start: list[bool] = []
+
+    def on_start(run: Run) -> None:
+        started.append(run)
+        live_at_start.append(run in recorder.live_runs())
+
+    unsubscribe = recorder.subscribe(on_start, ended.append)
+    try:
+        with dask.config.set({"daskprofile.history": 2}):
+            for _ in range(3):
+                with daskprofile.profile(resources=False, stacks=False):
+                    dask.get(small_graph(2), list(small_graph(2)))
+    finally:
+        unsubscribe()
+    assert len(started) == len(ended) == 3
+    assert all(live_at_start)
+    assert all(r.finished for r in ended)
+    assert recorder.history() == ended[1:]
+    assert recorder.live_runs() == []
+    with daskprofile.profile(resources=False, stacks=False):
+        pass
+    assert len(ended) == 3  # unsubscribed
+    recorder.clear_history()
+
+
+def test_subscriber_error_is_a_warning() -> None:
+    def broken(run: Run) -> None:
+        raise RuntimeError("subscriber bug")
+
+    unsubscribe = recorder.subscribe(on_end=broken)
+    try:
+        with (
+            pytest.warns(RuntimeWarning, match="subscriber bug"),
+            daskprofile.profile(resources=False, stacks=False),
+        ):
+            pass
+    finally:
+        unsubscribe()
+    recorder.clear_history()
+
+
+def test_incremental_cursor() -> None:
+    from daskprofile import hooks
+    from daskprofile.collectors.tasks import TaskCollector
+
+    tc = TaskCollector()
+    hooks.add_listener(tc)
+    try:
+        dask.get(small_graph(3), list(small_graph(3)))
+        rows, cursor = tc.since(0)
+        assert len(rows["key"]) == 3
+        assert cursor == 3
+        rows, cursor2 = tc.since(cursor)
+        assert rows["key"] == []
+        assert cursor2 == 3
+        dask.get(small_graph(2), list(small_graph(2)))
+        rows, cursor3 = tc.since(cursor2)
+        assert len(rows["key"]) == 2
+        assert cursor3 == 5
+        assert [rows["groups"][g] for g in rows["group"]] == ["t", "t"]
+    finally:
+        hooks.remove_listener(tc)
+
+
+def test_stacks_from_worker_processes() -> None:
+    import time
+
+    def spin(x: int) -> int:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.3:
+            pass
+        return x
+
+    with daskprofile.profile(resources=False, interval=0.005) as run:
+        dask.compute(
+            *[dask.delayed(spin)(i) for i in range(2)], scheduler="processes", num_workers=2
+        )
+    assert "spin" in run.stacks
+    assert run.stacks["spin"]["count"] > 10

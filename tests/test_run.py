@@ -1,0 +1,149 @@
+"""Run: views, summary, save/load, dict round trip, exports delegation."""
+
+from __future__ import annotations
+
+import json
+import time
+from operator import add
+from pathlib import Path
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+import daskprofile
+from daskprofile.run import FORMAT, Run
+
+
+def busy(x: int) -> int:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.02:
+        pass
+    return x
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    with daskprofile.profile(dt=0.01, interval=0.005) as r:
+        xs = [dask.delayed(busy)(i) for i in range(6)]
+        total = dask.delayed(sum)(xs)
+        assert total.compute(scheduler="threads") == 15
+
+        def fail(x: int) -> int:
+            raise ValueError(x)
+
+        with pytest.raises(ValueError):
+            dask.delayed(fail)(1).compute(scheduler="sync")
+    return r
+
+
+def test_tasks_view_columns_and_values(run: Run) -> None:
+    df = run.tasks
+    assert list(df.columns) == [
+        "key",
+        "group",
+        "worker",
+        "submit",
+        "start",
+        "stop",
+        "status",
+        "error",
+        "compute",
+    ]
+    assert len(df) == 8
+    assert set(df["group"]) == {"busy", "sum", "fail"}
+    assert (df["submit"] <= df["start"]).all()
+    assert (df["start"] <= df["stop"]).all()
+    assert (df["start"] >= 0).all()
+    assert df.loc[df["group"] == "fail", "status"].tolist() == ["error"]
+    assert df.loc[df["group"] == "fail", "error"].tolist() == ["ValueError"]
+    assert df["error"].isna().sum() == 7
+    assert sorted(set(df["compute"])) == [min(df["compute"]), max(df["compute"])]
+
+
+def test_resources_cache_stacks_views(run: Run) -> None:
+    res = run.resources
+    assert list(res.columns) == ["time", "cpu", "memory", "processes"]
+    assert len(res) >= 2
+    assert (res["memory"] > 0).all()
+    cache = run.cache
+    assert list(cache.columns) == ["time", "group", "metric"]
+    assert set(cache["group"]) == {"busy", "sum"}
+    # one series per group, ending empty once the compute is over
+    assert cache.groupby("group")["metric"].last().tolist() == [0.0, 0.0]
+    assert cache.loc[cache["group"] == "busy", "metric"].max() == 6
+    assert "busy" in run.stacks
+    assert not run.hot_lines(busy).empty
+
+
+def test_summary(run: Run) -> None:
+    s = run.summary()
+    assert s["tasks"] == 8
+    assert s["errors"] == 1
+    assert s["computes"] == 2
+    assert set(s["schedulers"]) == {"threads", "sync"}
+    assert s["groups"][0]["group"] == "busy"
+    assert s["groups"][0]["tasks"] == 6
+    assert s["wall_time"] > 0.02
+    assert s["dropped"]["tasks"] == 0
+    json.dumps(s)
+
+
+def test_save_load_round_trip(run: Run, tmp_path: Path) -> None:
+    path = run.save(tmp_path / "run.dprof")
+    assert Path(path).exists()
+    assert not Path(path + ".npz").exists()
+    back = daskprofile.load(path)
+    pd.testing.assert_frame_equal(back.tasks, run.tasks)
+    pd.testing.assert_frame_equal(back.cache, run.cache)
+    pd.testing.assert_frame_equal(back.resources, run.resources)
+    assert back.stacks == json.loads(json.dumps(run.stacks))
+    assert back.meta["id"] == run.meta["id"]
+
+
+def test_dict_round_trip_is_json(run: Run) -> None:
+    d = json.loads(json.dumps(run.to_dict()))
+    assert d["format"] == FORMAT
+    back = Run.from_dict(d)
+    pd.testing.assert_frame_equal(back.tasks, run.tasks)
+    pd.testing.assert_frame_equal(back.cache, run.cache)
+
+
+def test_load_rejects_other_files(tmp_path: Path) -> None:
+    bad = tmp_path / "x.npz"
+    np.savez(bad, __json__=np.frombuffer(b'{"format": "other"}', dtype=np.uint8))
+    with pytest.raises(ValueError, match="not a daskprofile run"):
+        daskprofile.load(bad)
+    newer = Run().to_dict() | {"version": 99}
+    with pytest.raises(ValueError, match="newer"):
+        Run.from_dict(newer)
+
+
+def test_empty_run_views() -> None:
+    r = Run()
+    assert r.tasks.empty
+    assert r.cache.empty
+    assert r.resources.empty
+    assert r.stacks == {}
+    assert r.summary()["tasks"] == 0
+
+
+def test_exports_delegate(run: Run, tmp_path: Path) -> None:
+    trace = json.loads(Path(run.to_chrome_trace(tmp_path / "t.json")).read_text())
+    assert trace
+    assert Path(run.to_speedscope(tmp_path / "s.json")).exists()
+    assert Path(run.to_folded(tmp_path / "f.txt")).read_text()
+
+
+def test_key_labels_interned_per_group() -> None:
+    dsk = {("x-abcdef12", i, j): (add, i, j) for i in range(3) for j in range(2)}
+    dsk["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b"] = (add, 1, 1)
+    dsk["plain"] = (add, 1, 2)
+    with daskprofile.profile(resources=False, stacks=False, cache=False) as r:
+        dask.get(dsk, list(dsk))
+    df = r.tasks.set_index("key")
+    assert df.loc["('x-abcdef12', 2, 1)", "group"] == "x"
+    assert df.loc["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b", "group"] == "inc"
+    assert df.loc["plain", "group"] == "plain"
+    assert sorted(df.index) == sorted(str(k) for k in dsk)
