@@ -1,0 +1,284 @@
+"""HTML snapshots of real runs, opened in headless Chromium with the network refused.
+
+Every request that is not ``file:`` or ``data:`` is aborted and recorded, so a page that
+needs the network fails here. Hostile task keys must show as text and never run.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from dask.base import named_schedulers
+
+import daskprofile
+from daskprofile.export import _lod, to_html
+from daskprofile.export._common import natural_key, task_arrays
+
+CHROMIUM = os.environ.get("DASKPROFILE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+TOKEN = "5f3e0c0d9a1b2c3d4e5f60718293a4b5"
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "</script><script>alert(1)</script>"
+IDLE = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
+
+# count elements matching a tag (upper case) through open shadow roots
+JS_COUNT = """(tag) => { let n = 0; const walk = (root) => {
+  for (const el of root.querySelectorAll('*')) {
+    if (el.tagName === tag) n++; if (el.shadowRoot) walk(el.shadowRoot); } };
+  walk(document); return n; }"""
+# text of bokeh tooltips, through shadow roots
+JS_TOOLTIPS = """() => { const out = []; const walk = (root) => {
+  for (const el of root.querySelectorAll('*')) {
+    if (el.classList && [...el.classList].some(c => c.includes('tooltip'))) out.push(el.innerText);
+    if (el.shadowRoot) walk(el.shadowRoot); } }; walk(document); return out.join('\\n'); }"""
+# client coordinates of data point (x, y) in the plot whose title starts with ``title``
+JS_POINT = """([title, x, y]) => {
+  const v = [...Bokeh.index.all_views()].find(
+    v => v.frame && v.model.title && v.model.title.text.startsWith(title));
+  v.el.scrollIntoView(); const r = v.el.getBoundingClientRect();
+  return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }"""
+
+
+def spin(seconds: float) -> int:
+    """Busy pure Python for ``seconds`` (gives the stack sampler something to see)."""
+    n, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+
+def hostile_graph() -> dict[Any, Any]:
+    """Keys written to break out of HTML and script contexts, plus ordinary tasks."""
+    dsk: dict[Any, Any] = {IMG: (spin, 0.3), SCRIPT: (spin, 0.1)}
+    dsk.update({(f"inc-{TOKEN}", i): (operator.add, i, 1) for i in range(20)})
+    dsk["total"] = (sum, [(f"inc-{TOKEN}", i) for i in range(20)])
+    return dsk
+
+
+# -- browser -----------------------------------------------------------------------------
+
+
+@dataclass
+class Opened:
+    """A snapshot open in Chromium, with what it asked for and what it logged."""
+
+    page: Any
+    refused: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Chromium for one test (the suite checks no child process outlives a test)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def open_offline(browser: Any) -> Iterator[Any]:
+    """Open a file with every non-file request refused; wait until Bokeh is idle."""
+    pages: list[Any] = []
+
+    def opener(path: Path) -> Opened:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pages.append(page)
+        opened = Opened(page)
+
+        def route(r: Any) -> None:
+            if r.request.url.startswith(("file:", "data:")):
+                r.continue_()
+            else:
+                opened.refused.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("console", lambda m: m.type == "error" and opened.errors.append(m.text))
+        page.on("pageerror", lambda e: opened.errors.append(str(e)))
+        page.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
+        page.goto(path.as_uri())
+        page.wait_for_function(IDLE, timeout=30_000)
+        return opened
+
+    yield opener
+    for page in pages:
+        page.close()
+
+
+def assert_rendered(opened: Opened, documents: int = 1) -> None:
+    """Plots drawn, offline, without errors or dialogs."""
+    page = opened.page
+    assert page.evaluate("() => Bokeh.documents.length") == documents
+    assert page.evaluate(JS_COUNT, "CANVAS") > 0
+    assert opened.refused == []
+    assert opened.errors == []
+    assert opened.dialogs == []
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile_run() -> Any:
+    with daskprofile.profile(stacks=True, interval=0.005) as run:
+        named_schedulers["threads"](hostile_graph(), [IMG, SCRIPT, "total"], num_workers=2)
+    return run
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_snapshot_renders_offline_for_each_scheduler(
+    scheduler: str, tmp_path: Path, open_offline: Any
+) -> None:
+    dsk = {(f"inc-{TOKEN}", i): (operator.add, i, 1) for i in range(30)}
+    with daskprofile.profile() as run:
+        named_schedulers[scheduler](dsk, list(dsk), num_workers=2)
+    path = tmp_path / "report.html"
+    to_html(run, path, title="scheduler test")
+    text = path.read_text()
+    assert "cdn.bokeh.org" not in text
+    opened = open_offline(path)
+    assert_rendered(opened)
+    body = opened.page.inner_text("body")
+    assert "scheduler test" in body
+    assert "inc" in body
+    assert "30" in body
+
+
+def test_hostile_keys_show_as_text_in_summary_and_hover(
+    hostile_run: Any, tmp_path: Path, open_offline: Any
+) -> None:
+    path = tmp_path / "hostile.html"
+    to_html(hostile_run, path, title=SCRIPT)
+    opened = open_offline(path)
+    assert_rendered(opened)
+    page = opened.page
+    body = page.inner_text("body")
+    assert IMG in body  # as text, in the longest tasks
+    assert page.title() == SCRIPT
+    assert page.evaluate(JS_COUNT, "IMG") == 0
+    # hover the long task of the hostile key: its tooltip shows the key as text
+    tasks = hostile_run.tasks
+    row = tasks[tasks["key"] == IMG].iloc[0]
+    lane = sorted(set(tasks["worker"]), key=natural_key).index(row["worker"])
+    x, y = page.evaluate(JS_POINT, ["Task stream", (row["start"] + row["stop"]) / 2, lane])
+    page.mouse.move(x, y)
+    page.wait_for_function(f"() => ({JS_TOOLTIPS})().includes('key')", timeout=5_000)
+    tooltip = page.evaluate(JS_TOOLTIPS)
+    assert IMG in tooltip
+    assert page.evaluate(JS_COUNT, "IMG") == 0
+    assert opened.dialogs == []
+    assert opened.errors == []
+
+
+def test_every_tab_renders_and_flame_graph_switches_group(
+    hostile_run: Any, tmp_path: Path, open_offline: Any
+) -> None:
+    path = tmp_path / "tabs.html"
+    to_html(hostile_run, path)
+    opened = open_offline(path)
+    page = opened.page
+    for tab in ("Cache", "Flame graph", "Timeline"):
+        page.get_by_text(tab, exact=True).first.click()
+        page.wait_for_function(IDLE)
+    page.get_by_text("Flame graph", exact=True).first.click()
+    groups = set(hostile_run.stacks)
+    assert len(groups) >= 2
+    group_filter = (
+        "() => [...Bokeh.documents[0].all_models].find(m => m.type === 'GroupFilter').group"
+    )
+    first = page.evaluate(group_filter)
+    page.locator("select").first.select_option(index=1)
+    second = page.evaluate(group_filter)
+    assert {first, second} <= groups
+    assert first != second
+    page.wait_for_function(IDLE)
+    assert_rendered(opened)
+
+
+def test_several_runs_in_one_file(tmp_path: Path, open_offline: Any) -> None:
+    runs = []
+    for n in (5, 7):
+        with daskprofile.profile() as run:
+            named_schedulers["threads"]({f"a-{i}": (operator.add, i, 1) for i in range(n)},
+                                        [f"a-{i}" for i in range(n)])  # fmt: skip
+        runs.append(run)
+    path = tmp_path / "two.html"
+    to_html(runs, path)
+    opened = open_offline(path)
+    assert_rendered(opened)
+    assert opened.page.evaluate("() => Bokeh.documents[0].roots().length") == 2
+    assert "Run 2 of 2" in opened.page.inner_text("body")
+
+
+def test_level_of_detail_merges_short_tasks(
+    tmp_path: Path, open_offline: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsk: dict[Any, Any] = {(f"inc-{TOKEN}", i): (operator.add, i, 1) for i in range(3000)}
+    dsk["long-1"] = (time.sleep, 0.2)
+    with daskprofile.profile() as run:
+        named_schedulers["threads"](dsk, list(dsk), num_workers=2)
+    monkeypatch.setattr(_lod, "LOD_THRESHOLD", 500)
+    arrays = task_arrays(run)
+    single, short, pixel = _lod.split_tasks(arrays)
+    assert len(single) + len(short) == len(run.tasks)
+    assert "long-1" in arrays.key[single].tolist()
+    busy = _lod.merge_busy(arrays, short, pixel)
+    assert busy.count.sum() == len(short)
+    duration = arrays.stop[short] - arrays.start[short]
+    assert np.isclose(busy.busy.sum(), duration.sum())
+    assert len(busy) < len(short)
+    path = tmp_path / "lod.html"
+    to_html(run, path)
+    opened = open_offline(path)
+    assert_rendered(opened)
+    assert "merged per worker and group" in opened.page.evaluate(
+        "() => [...Bokeh.index.all_views()].map(v => v.model.title?.text ?? '').join(' ')"
+    )
+
+
+def test_memory_samples_tab(hostile_run: Any, tmp_path: Path, open_offline: Any) -> None:
+    sampler = daskprofile.MemorySampler()
+    for label in ("small", "big"):
+        with sampler.sample(label, interval=0.01):
+            time.sleep(0.1)
+    path = tmp_path / "memory.html"
+    to_html(hostile_run, path, memory_samples=sampler)
+    opened = open_offline(path)
+    opened.page.get_by_text("Memory samples", exact=True).first.click()
+    opened.page.wait_for_function(IDLE)
+    assert_rendered(opened)
+    assert "Memory samples" in opened.page.evaluate(
+        "() => [...Bokeh.index.all_views()].map(v => v.model.title?.text ?? '').join(' ')"
+    )
+
+
+def test_performance_report_renders_offline_with_calling_code(
+    tmp_path: Path, open_offline: Any
+) -> None:
+    path = tmp_path / "dask-report.html"
+    marker = "a_marker_only_this_test_has"
+    with daskprofile.performance_report(filename=path):
+        named_schedulers["threads"]({"x-1": (operator.add, 1, 2), marker: (spin, 0.05)},
+                                    ["x-1", marker])  # fmt: skip
+    opened = open_offline(path)
+    assert_rendered(opened)
+    body = opened.page.inner_text("body")
+    assert "Dask Performance Report" in body
+    assert "Calling code" in body
+    assert "def test_performance_report_renders_offline_with_calling_code" in body
