@@ -7,6 +7,7 @@ bokeh, ipywidgets or the Jupyter layer until they are used.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -45,8 +46,20 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def _module_of(name: str) -> str | None:
+    """The module defining ``name``; in an IPython kernel ``ProgressBar`` is the widget bar
+    (which falls back to the text bar when no kernel is found at construction)."""
     module = _EXPORTS.get(name)
+    if name == "ProgressBar" and "ipykernel" in sys.modules:
+        from .jupyter.widgets import in_kernel
+
+        if in_kernel():
+            return "jupyter.widgets"
+    return module
+
+
+def __getattr__(name: str) -> Any:
+    module = _module_of(name)
     if module is None:
         raise AttributeError(f"module 'daskprofile' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
