@@ -41,7 +41,8 @@ export type ChangeKind =
   | 'keys'
   | 'summary'
   | 'state'
-  | 'error';
+  | 'error'
+  | 'rejected';
 
 /** A task group of a run. */
 export interface IGroupInfo {
@@ -322,6 +323,7 @@ export class ProfileModel {
     } catch (reason) {
       this._rejected++;
       console.error('daskprofile: could not apply a message:', String(reason));
+      this._mark('rejected');
       return false;
     }
   }

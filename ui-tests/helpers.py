@@ -30,3 +30,167 @@ def open_panel(page: Any) -> Any:
 
 def wait_status(page: Any, status: str, timeout: float = 60_000) -> None:
     page.wait_for_selector(f"{PANEL}[data-status='{status}']", timeout=timeout)
+
+
+# --- daskprofile panel: test hook, synthetic runs, pixels ---------------------------------
+
+TEST_HOOK_SCRIPT = "window.localStorage.setItem('daskprofile:test-hook', '1');"
+
+
+def enable_test_hook(page: Any) -> None:
+    """Expose ``window.daskprofileTestHook`` (model + message injection) on next loads."""
+    page.add_init_script(TEST_HOOK_SCRIPT)
+
+
+def panel_data(page: Any, name: str) -> str:
+    """A data attribute of the panel (``data-<name>``)."""
+    return page.locator(PANEL).get_attribute(f"data-{name}") or ""
+
+
+def wait_data(page: Any, name: str, predicate: str, timeout: float = 60_000) -> None:
+    """Wait until JS ``predicate`` (over ``v``, the attribute's string) holds."""
+    page.wait_for_function(
+        f"""() => {{
+            const el = document.querySelector('{PANEL}');
+            const v = el ? (el.dataset['{_camel(name)}'] ?? '') : '';
+            return {predicate};
+        }}""",
+        timeout=timeout,
+    )
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("-")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def widen_panel(page: Any, width: int) -> None:
+    """Drag the left sidebar's split handle so the panel is ``width`` px wide."""
+    box = page.locator(PANEL).bounding_box()
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle").first
+    hbox = handle.bounding_box()
+    x = hbox["x"] + hbox["width"] / 2
+    y = hbox["y"] + hbox["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + (box["x"] + width - hbox["x"]), y, steps=5)
+    page.mouse.up()
+
+
+# Builds a synthetic run in the page through the same decoder the kernel's messages use.
+SYNTHETIC_RUN_JS = """
+async ({run, n, workers, groups, batch, duration, gap, samples, keysHtml}) => {
+  const hook = window.daskprofileTestHook;
+  const send = (data, buffers) => { if (!hook.receive(data, buffers || [])) throw new Error('rejected ' + data.type); };
+  send({type: 'run_start', run, t0: 100.0, wall0: Date.now() / 1000, options: {tasks: true}, title: 'synthetic'});
+  const names = Array.from({length: groups}, (_, i) => ['inc', 'add', 'sum-aggregate', 'getitem', 'mul', 'random_sample', 'mean_chunk', 'transpose'][i % 8] + (i >= 8 ? '-' + i : ''));
+  send({type: 'groups', run, ids: names.map((_, i) => i), names, colors: names.map(() => '')});
+  send({type: 'workers', run, ids: Array.from({length: workers}, (_, i) => i),
+        labels: Array.from({length: workers}, (_, i) => 'thread ' + (i + 1)), kinds: Array(workers).fill('thread')});
+  const perLane = Math.ceil(n / workers);
+  const step = duration + gap;
+  let row = 0;
+  while (row < n) {
+    const m = Math.min(batch, n - row);
+    const g = new Uint16Array(m), w = new Uint16Array(m), st = new Uint8Array(m);
+    const sub = new Float32Array(m), s = new Float32Array(m), e = new Float32Array(m);
+    const k0 = row % perLane;
+    const base = k0 * step;
+    for (let j = 0; j < m; j++) {
+      const r = row + j;
+      const lane = Math.floor(r / perLane) % workers;
+      const k = r % perLane;
+      const jitter = ((r * 2654435761) % 1000) / 1000;
+      const t = k * step - base;
+      w[j] = lane; g[j] = (k + lane) % groups; st[j] = r % 997 === 0 ? 1 : 0;
+      sub[j] = t - gap * jitter; s[j] = t; e[j] = t + duration * (0.3 + 0.7 * jitter);
+    }
+    send({type: 'tasks', run, n: m, base, first: row, columns: ['group', 'worker', 'status', 'submit', 'start', 'stop']},
+         [g.buffer, w.buffer, st.buffer, sub.buffer, s.buffer, e.buffer]);
+    row += m;
+  }
+  const span = perLane * step;
+  const nr = 200;
+  const time = new Float32Array(nr), cpu = new Float32Array(nr), mem = new Float64Array(nr), procs = new Uint16Array(nr);
+  for (let i = 0; i < nr; i++) {
+    time[i] = (i / (nr - 1)) * span; cpu[i] = 50 + 140 * Math.abs(Math.sin(i / 9)); mem[i] = 2e8 + 3e8 * (i / nr) + 5e7 * Math.sin(i / 5); procs[i] = 1;
+  }
+  send({type: 'resources', run, n: nr, base: 0, columns: ['time', 'cpu', 'memory', 'processes']}, [time.buffer, cpu.buffer, mem.buffer, procs.buffer]);
+  const nc = 60;
+  const ct = new Float32Array(nc), cg = new Uint16Array(nc), cm = new Float64Array(nc);
+  for (let i = 0; i < nc; i++) { ct[i] = (i / nc) * span; cg[i] = i % Math.min(3, groups); cm[i] = 1e6 * (1 + (i % 7)); }
+  send({type: 'cache', run, n: nc, base: 0, columns: ['time', 'group', 'metric']}, [ct.buffer, cg.buffer, cm.buffer]);
+  const node = (name, file, count, children) => {
+    const kids = {};
+    for (const c of children || []) kids[c.identifier] = c;
+    return {identifier: name + ';' + file + ';1', description: {filename: file, name, line_number: 1, line: ''}, count, children: kids};
+  };
+  for (let c = 0; c < samples; c++) {
+    const trees = {};
+    for (let gi = 0; gi < Math.min(groups, 3); gi++) {
+      const tree = node('execute_task', 'dask/core.py', 30, [
+        node(names[gi], 'work.py', 20, [node('numpy_op', 'numpy/core.py', 12), node('copy', 'numpy/copy.py', 5)]),
+        node('_execute_subgraph', 'dask/local.py', 10, [node('sleep', 'time.py', 9)])
+      ]);
+      tree.identifier = 'root';
+      trees[names[gi]] = tree;
+    }
+    send({type: 'stacks', run, t_start: c, t_end: c + 1, trees});
+  }
+  send({type: 'progress', run, groups: names.map((_, i) => i), total: names.map(() => Math.ceil(n / groups)),
+        done: names.map(() => Math.ceil(n / groups)), erred: names.map((_, i) => (i === 1 ? 2 : 0))});
+  if (keysHtml) {
+    send({type: 'keys', run, indices: [0, 1], keys: ['<img src=x onerror="window.__xss=1">', "('inc-<b>bold</b>', 0)"]});
+  }
+  send({type: 'run_end', run, summary: {wall_time: span}, dropped: {tasks: 0}, errors: []});
+  return {span};
+}
+"""
+
+
+def synthetic_run(page: Any, run: str = "synthetic", n: int = 2000, workers: int = 4,
+                  groups: int = 5, batch: int = 50_000, duration: float = 0.002,
+                  gap: float = 0.0005, samples: int = 5, keys_html: bool = False) -> dict[str, Any]:
+    """Feed a synthetic run into the panel's model (needs ``enable_test_hook``)."""
+    return page.evaluate(
+        SYNTHETIC_RUN_JS,
+        {"run": run, "n": n, "workers": workers, "groups": groups, "batch": batch,
+         "duration": duration, "gap": gap, "samples": samples, "keysHtml": keys_html},
+    )
+
+
+def canvas_stats(page: Any, selector: str) -> dict[str, Any]:
+    """Colour statistics of a canvas: non-background pixel share, mean luminance, colours."""
+    return page.evaluate(
+        """(sel) => {
+            const c = document.querySelector(sel);
+            const ctx = c.getContext('2d');
+            const {width, height} = c;
+            const d = ctx.getImageData(0, 0, width, height).data;
+            const probe = document.createElement('canvas').getContext('2d');
+            const css = getComputedStyle(c).getPropertyValue('--jp-layout-color1').trim() || '#ffffff';
+            probe.fillStyle = css; probe.fillRect(0, 0, 1, 1);
+            const bg = Array.from(probe.getImageData(0, 0, 1, 1).data.slice(0, 3));
+            let other = 0, lum = 0; const colors = new Set();
+            for (let i = 0; i < d.length; i += 16) {
+                const r = d[i], g = d[i + 1], b = d[i + 2];
+                lum += 0.2126 * r + 0.7152 * g + 0.0722 * b;
+                if (Math.abs(r - bg[0]) + Math.abs(g - bg[1]) + Math.abs(b - bg[2]) > 30) other++;
+                if (colors.size < 200) colors.add((r >> 4) + ',' + (g >> 4) + ',' + (b >> 4));
+            }
+            const n = d.length / 16;
+            return {width, height, filled: other / n, luminance: lum / n / 255, colors: colors.size, background: bg};
+        }""",
+        selector,
+    )
+
+
+def open_notebook_in_workspace(page: Any, lab: Any, name: str, workspace: str,
+                               reset: bool = True) -> None:
+    """Open notebook ``name`` in its own workspace (no tabs restored from other tests)."""
+    query = f"reset&token={lab.token}" if reset else f"token={lab.token}"
+    page.goto(f"{lab.url}lab/workspaces/{workspace}/tree/{name}?{query}")
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
+    page.wait_for_selector(
+        ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+    )

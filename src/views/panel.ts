@@ -193,6 +193,9 @@ export class ProfilePanel extends Widget {
     data.groups = String(run?.groupsByName.size ?? 0);
     data.workers = String(run?.workers.size ?? 0);
     data.flameNodes = String(this.flame.nodeCount);
+    data.flameSamples = String(this.flame.samples);
+    const sel = this.viewport.selection;
+    data.selection = sel ? `${sel[0]},${sel[1]}` : '';
     data.paused = String(model.paused);
     data.rejected = String(model.rejected);
   }

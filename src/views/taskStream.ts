@@ -136,6 +136,7 @@ export class TaskStreamView extends CanvasView {
     this._drawLaneLabels(ctx, run, laneH);
     this.canvas.dataset.rects = String(buffer.length);
     this.canvas.dataset.visited = String(buffer.visited);
+    this.canvas.dataset.view = `${v0},${v1}`;
   }
 
   private _colors(run: RunData): string[] {
