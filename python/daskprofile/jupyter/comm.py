@@ -1,9 +1,15 @@
 """The kernel side of the daskprofile comm protocol (docs/protocol.md).
 
-The lab panel registers the target with silent code, then opens a comm; this module answers
-its hello with the protocol version and the kernel's versions. Handlers must be
-thread-safe (with kernel subshells, messages can arrive while a cell runs) and must never
-raise into the kernel on malformed input.
+The lab panel registers the target with silent code (:func:`register_target`), then opens
+a comm whose data is its ``hello``. This module checks the protocol version, answers the
+hello (through the publisher, so the answer precedes the replay of the kept runs), and
+routes the panel's requests. While at least one panel is connected, a
+:class:`~.session.PanelSession` profiles every dask compute and a
+:class:`~.publisher.Publisher` streams runs; both stop when the last comm closes.
+
+Handlers are thread-safe (with kernel subshells, messages can arrive on another thread
+while a cell runs) and never raise into the kernel on malformed input: they log it and
+answer with an ``error``.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import threading
 from typing import Any
 
 from .._version import __version__
+from . import encode
 
 TARGET = "daskprofile"
 PROTOCOL_VERSION = "1.0"
@@ -22,7 +29,7 @@ PROTOCOL_METADATA_KEY = "daskprofile_protocol"
 
 log = logging.getLogger("daskprofile")
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _registered = False
 
 
@@ -39,48 +46,139 @@ def versions() -> dict[str, str]:
 
     return {
         "daskprofile": __version__,
-        "dask": dask.__version__,
+        "dask": str(getattr(dask, "__version__", "?")),
         "python": platform.python_version(),
     }
 
 
-def hello() -> dict[str, Any]:
-    """The answer to a panel's hello."""
-    return {
-        "type": "hello",
-        "protocol": PROTOCOL_VERSION,
-        "versions": versions(),
-        "pid": os.getpid(),
-        "paused": False,
-    }
+def hello(paused: bool = False, history: int = 0) -> dict[str, Any]:
+    """The answer to a panel's hello (data only)."""
+    data, _ = encode.hello(PROTOCOL_VERSION, versions(), os.getpid(), paused, history)
+    return data
+
+
+# ---------------------------------------------------------------- the connected state
+
+
+class Hub:
+    """The publisher and the auto-profiling session, alive while a panel is connected."""
+
+    def __init__(self) -> None:
+        from .publisher import Publisher, live_sources
+        from .session import PanelSession, panel_config
+
+        self.session = PanelSession() if panel_config("auto") else None
+
+        def sources(run: Any) -> Any:
+            found = self.session.sources(run) if self.session is not None else None
+            return found if found is not None else live_sources(run)
+
+        self.publisher = Publisher(
+            rate=float(panel_config("rate")),
+            tick=_seconds(panel_config("tick")),
+            max_queue=int(panel_config("max-queue")),
+            sources=sources,
+        )
+
+    def start(self) -> None:
+        self.publisher.start()
+        if self.session is not None:
+            self.session.start()
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.publisher.stop()
+
+
+_hub: Hub | None = None
+
+
+def hub() -> Hub | None:
+    """The running hub (None when no panel is connected)."""
+    return _hub
+
+
+def _seconds(value: Any) -> float:
+    from ..options import duration
+
+    return duration("daskprofile.panel.tick", value)
+
+
+# ---------------------------------------------------------------- comm handlers
+
+
+def _refuse(comm: Any, peer: object) -> None:
+    data, _ = encode.error(
+        "protocol",
+        f"the panel speaks protocol {peer!r}, this kernel {PROTOCOL_VERSION}: install "
+        "matching versions of daskprofile in the kernel and in JupyterLab "
+        "(pip install -U daskprofile)",
+        "hello",
+    )
+    comm.send(data)
+    comm.close()
 
 
 def _on_open(comm: Any, open_msg: dict[str, Any]) -> None:
-    """A panel connected: check its protocol version and greet it."""
-    metadata = open_msg.get("metadata") or {}
-    peer = metadata.get(PROTOCOL_METADATA_KEY) if isinstance(metadata, dict) else None
-    if _major(peer) != _major(PROTOCOL_VERSION):
-        comm.send(
-            {
-                "type": "error",
-                "code": "protocol",
-                "message": (
-                    f"the panel speaks protocol {peer!r}, this kernel {PROTOCOL_VERSION}: "
-                    "install matching versions of daskprofile in the kernel and in JupyterLab"
-                ),
-            }
-        )
-        comm.close()
-        return
-    comm.on_msg(_on_msg)
-    comm.send(hello())
+    """A panel connected: check its protocol version, greet it, stream to it."""
+    global _hub
+    try:
+        metadata = open_msg.get("metadata") or {}
+        peer = metadata.get(PROTOCOL_METADATA_KEY) if isinstance(metadata, dict) else None
+        if _major(peer) != _major(PROTOCOL_VERSION):
+            _refuse(comm, peer)
+            return
+        with _lock:
+            if _hub is None:
+                _hub = Hub()
+                _hub.start()
+            conn = _hub.publisher.attach(comm)
+        comm.on_msg(lambda msg: _on_msg(conn, msg))
+        comm.on_close(lambda msg: _on_close(comm.comm_id))
+    except Exception:
+        log.exception("daskprofile: could not open the panel's comm")
 
 
-def _on_msg(msg: dict[str, Any]) -> None:
-    """Requests from the panel; malformed ones are logged and ignored."""
-    data = (msg.get("content") or {}).get("data")
-    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-        log.error("daskprofile: ignoring malformed comm message %r", data)
+def _on_msg(conn: Any, msg: Any) -> None:
+    """Requests from the panel; malformed ones are logged and answered with an error."""
+    try:
+        data = (msg.get("content") or {}).get("data") if isinstance(msg, dict) else None
+        current = _hub
+        if current is None:
+            return
+        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+            log.error("daskprofile: ignoring malformed comm message %r", data)
+            current.publisher.reply(
+                conn, encode.error("bad-request", "a message needs a string 'type'", None)
+            )
+            return
+        current.publisher.request(conn, data)
+    except Exception:
+        log.exception("daskprofile: error handling a panel request")
+
+
+def _on_close(comm_id: str) -> None:
+    """A panel went away; the last one stops the publisher and the auto session."""
+    global _hub
+    try:
+        with _lock:
+            current = _hub
+            if current is None or not current.publisher.detach(comm_id):
+                return
+            _hub = None
+        current.stop()
+    except Exception:
+        log.exception("daskprofile: error closing the panel's comm")
+
+
+def shutdown() -> None:
+    """Stop streaming and profiling as if every panel had closed (tests, kernel exit)."""
+    global _hub
+    with _lock:
+        current, _hub = _hub, None
+    if current is not None:
+        current.stop()
 
 
 def register_target() -> None:

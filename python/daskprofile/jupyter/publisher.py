@@ -1,0 +1,517 @@
+"""The comm publisher: one sender thread streams runs to every connected panel.
+
+Nothing here runs in a computation's thread except :meth:`Publisher.post` (an O(1) queue
+put from the recorder's run start/end notifications). The sender thread reads the live
+runs' collectors through cursors every ``tick`` seconds (rows accumulate in the
+collectors meanwhile, so a busy or slow panel gets bigger batches, not more messages),
+sends at most ``rate`` live messages per second per panel, and keeps a bounded outbox per
+panel: when it is full the oldest data batch is dropped and counted (``dropped``).
+Requests (keys, export, replay, pause) arrive on any thread and are handed to the sender
+thread, which is the only thread that calls ``comm.send``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+from .. import recorder
+from ..run import Run
+from . import encode
+from .feed import Feed, Sources, frozen_sources
+
+log = logging.getLogger("daskprofile")
+
+#: message types a full outbox may drop (never the run structure)
+DROPPABLE = frozenset({"tasks", "resources", "cache", "stacks", "progress"})
+MAX_KEYS = 10_000
+EXPORTS = {
+    "html": ("to_html", ".html", "text/html"),
+    "trace": ("to_chrome_trace", ".trace.json", "application/json"),
+    "speedscope": ("to_speedscope", ".speedscope.json", "application/json"),
+    "run": ("save", ".npz", "application/octet-stream"),
+}
+
+Job = Callable[[], None]
+SourceFinder = Callable[[Run], Sources | None]
+
+
+class BadRequest(ValueError):
+    """A request the panel should not have sent (answered with an ``error``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Connection:
+    """One panel: its comm, outbox, pause state and drop counts."""
+
+    comm: Any
+    max_queue: int
+    rate: float
+    paused: bool = False
+    outbox: deque[encode.Message] = field(default_factory=deque)
+    replays: deque[Iterator[encode.Message]] = field(default_factory=deque)
+    stale: set[str] = field(default_factory=set)
+    dropped_messages: int = 0
+    dropped_rows: int = 0
+    dropped_run: str | None = None
+    dropped_dirty: bool = False
+    tokens: float = 0.0
+    refilled: float = field(default_factory=perf_counter)
+    sent: int = 0
+
+    def __post_init__(self) -> None:
+        self.tokens = self.burst
+
+    @property
+    def burst(self) -> float:
+        return max(1.0, self.rate / 4)
+
+    def push(self, messages: list[encode.Message], run: str | None = None) -> None:
+        """Queue live messages; drop the oldest data batches beyond ``max_queue``."""
+        self.outbox.extend(messages)
+        while len(self.outbox) > self.max_queue and self._drop_one(run):
+            pass
+
+    def _drop_one(self, run: str | None) -> bool:
+        for i, (data, _) in enumerate(self.outbox):
+            if data.get("type") in DROPPABLE:
+                del self.outbox[i]
+                self.dropped_messages += 1
+                self.dropped_rows += int(data.get("n", 0) or 0)
+                self.dropped_run = data.get("run", run)
+                self.dropped_dirty = True
+                return True
+        return False
+
+    def refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
+        self.refilled = now
+
+
+class Publisher:
+    """Streams runs to connected panels (see the module docstring)."""
+
+    def __init__(
+        self,
+        rate: float = 20.0,
+        tick: float = 0.25,
+        max_queue: int = 256,
+        sources: SourceFinder | None = None,
+    ) -> None:
+        self.rate = rate
+        self.tick = tick
+        self.max_queue = max_queue
+        self.find_sources = sources or live_sources
+        self.lock = threading.RLock()
+        self.connections: dict[str, Connection] = {}
+        self.feeds: dict[str, Feed] = {}
+        self.titles: dict[str, str | None] = {}
+        self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Subscribe to runs and start the sender thread (idempotent)."""
+        with self.lock:
+            if self._thread is not None:
+                return
+            self._stopping.clear()
+            self._unsubscribe = recorder.subscribe(self._on_run_start, self._on_run_end)
+            for run in recorder.live_runs():
+                self._on_run_start(run)
+            self._thread = threading.Thread(
+                target=self._loop, name="daskprofile-publisher", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Unsubscribe and end the sender thread (it is joined unless this is it)."""
+        with self.lock:
+            thread, self._thread = self._thread, None
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+        self._stopping.set()
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5.0)
+        with self.lock:
+            self.feeds.clear()
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def post(self, job: Job) -> None:
+        """Run ``job`` on the sender thread (O(1); safe from any thread)."""
+        self._jobs.put(job)
+        self._wake.set()
+
+    # ------------------------------------------------------------ connections
+    def attach(self, comm: Any) -> Connection:
+        """A panel said hello: answer, replay the kept runs, then stream live."""
+        conn = Connection(comm, self.max_queue, self.rate)
+        with self.lock:
+            self.connections[comm.comm_id] = conn
+        self.post(lambda: self._greet(conn))
+        return conn
+
+    def detach(self, comm_id: str) -> bool:
+        """Forget a panel; returns whether it was the last one."""
+        with self.lock:
+            self.connections.pop(comm_id, None)
+            return not self.connections
+
+    def _greet(self, conn: Connection) -> None:
+        kept = recorder.history()
+        conn.outbox.appendleft(_hello(conn.paused, len(kept)))
+        for feed in list(self.feeds.values()):
+            conn.outbox.extend(feed.catch_up())
+        for run in kept:
+            conn.replays.append(self._replay(run))
+
+    def _replay(self, run: Run) -> Iterator[encode.Message]:
+        feed = Feed(run, frozen_sources(run), self.titles.get(_run_id(run), _title(run)))
+        yield from feed.replay()
+
+    # ------------------------------------------------------------ runs
+    def _on_run_start(self, run: Run) -> None:
+        sources = self.find_sources(run)  # in the compute's thread: cheap lookups only
+        self.post(lambda: self._start_feed(run, sources))
+
+    def _on_run_end(self, run: Run) -> None:
+        self.post(lambda: self._end_feed(run))
+
+    def _start_feed(self, run: Run, sources: Sources | None) -> None:
+        if sources is None:
+            return
+        feed = Feed(run, sources, _title(run))
+        self.feeds[feed.id] = feed
+        self.titles[feed.id] = feed.title
+        self._fanout(feed.id, feed.start())
+
+    def _end_feed(self, run: Run) -> None:
+        rid = _run_id(run)
+        feed = self.feeds.pop(rid, None)
+        if feed is None:  # started before we listened: send it whole
+            feed = Feed(run, frozen_sources(run), _title(run))
+            self._fanout(rid, feed.replay())
+        else:
+            self._fanout(rid, feed.poll(final=True) + feed.progress() + feed.end())
+        if len(self.titles) > 1000:
+            self.titles.pop(next(iter(self.titles)))
+
+    def _poll(self) -> None:
+        for rid, feed in list(self.feeds.items()):
+            rows = feed.rows
+            messages = feed.poll()
+            if feed.rows != rows:
+                messages += feed.progress()
+            self._fanout(rid, messages)
+
+    def _fanout(self, run: str, messages: list[encode.Message]) -> None:
+        if not messages:
+            return
+        with self.lock:
+            connections = list(self.connections.values())
+        for conn in connections:
+            if conn.paused:
+                conn.stale.add(run)
+            else:
+                conn.push(messages, run)
+
+    # ------------------------------------------------------------ sender thread
+    def _loop(self) -> None:
+        next_poll = perf_counter()
+        while not self._stopping.is_set():
+            self._wake.clear()
+            self._run_jobs()
+            now = perf_counter()
+            if now >= next_poll:
+                if self._ready():
+                    self._guard(self._poll)
+                next_poll = now + self.tick
+            wait = self._flush()
+            self._wake.wait(max(0.002, min(next_poll - perf_counter(), wait)))
+
+    def _guard(self, fn: Job) -> None:
+        try:
+            fn()
+        except Exception:  # the publisher never dies of one bad run or request
+            log.exception("daskprofile: publisher error")
+
+    def _run_jobs(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            self._guard(job)
+
+    def _ready(self) -> bool:
+        """Poll only when some panel has room: otherwise rows wait in the collectors."""
+        with self.lock:
+            active = [c for c in self.connections.values() if not c.paused]
+        return not active or min(len(c.outbox) for c in active) <= 8
+
+    def _flush(self) -> float:
+        """Send what the rate allows; returns seconds until more may be sent."""
+        with self.lock:
+            connections = list(self.connections.values())
+        wait = math.inf
+        for conn in connections:
+            wait = min(wait, self._flush_one(conn))
+        return wait
+
+    def _flush_one(self, conn: Connection) -> float:
+        now = perf_counter()
+        conn.refill(now)
+        if conn.dropped_dirty and conn.tokens >= 1:
+            conn.dropped_dirty = False
+            conn.tokens -= 1
+            self._send(
+                conn, encode.dropped(conn.dropped_run, conn.dropped_messages, conn.dropped_rows)
+            )
+        while conn.outbox and conn.tokens >= 1:
+            message = conn.outbox.popleft()
+            conn.tokens -= _cost(message)
+            self._send(conn, message)
+        self._send_replays(conn)
+        if conn.outbox or conn.dropped_dirty:
+            return max(0.0, (1 - conn.tokens) / conn.rate)
+        return math.inf
+
+    def _send_replays(self, conn: Connection, budget: float = 0.05) -> None:
+        """Replays are not rate-limited (few, large messages) but share the thread fairly."""
+        deadline = perf_counter() + budget
+        while conn.replays and perf_counter() < deadline:
+            message = next(conn.replays[0], None)
+            if message is None:
+                conn.replays.popleft()
+            else:
+                self._send(conn, message)
+
+    def _send(self, conn: Connection, message: encode.Message) -> None:
+        data, buffers = message
+        try:
+            conn.comm.send(data, buffers=buffers or None)
+            conn.sent += 1
+        except Exception:
+            log.exception("daskprofile: could not send a %s message", data.get("type"))
+
+    # ------------------------------------------------------------ requests
+    def request(self, conn: Connection, data: dict[str, Any]) -> None:
+        """Handle one panel request (any thread); errors are answered, never raised."""
+        kind = data.get("type")
+        handler = {
+            "hello": self._req_hello,
+            "pause": self._req_pause,
+            "resume": self._req_resume,
+            "replay": self._req_replay,
+            "keys": self._req_keys,
+            "export": self._req_export,
+        }.get(kind if isinstance(kind, str) else "")
+        if handler is None:
+            log.debug("daskprofile: ignoring unknown request type %r", kind)
+            return
+        try:
+            handler(conn, data)
+        except BadRequest as exc:
+            self.reply(conn, encode.error(exc.code, str(exc), kind))
+
+    def reply(self, conn: Connection, message: encode.Message) -> None:
+        """Queue an answer (never dropped) for the sender thread."""
+        self.post(lambda: conn.outbox.append(message))
+
+    def _req_hello(self, conn: Connection, data: dict[str, Any]) -> None:
+        self.post(lambda: self._greet(conn))
+
+    def _req_pause(self, conn: Connection, data: dict[str, Any]) -> None:
+        with self.lock:
+            conn.paused = True
+        self.reply(conn, encode.state(True))
+
+    def _req_resume(self, conn: Connection, data: dict[str, Any]) -> None:
+        def resume() -> None:
+            with self.lock:
+                conn.paused = False
+                stale, conn.stale = conn.stale, set()
+            conn.outbox.append(encode.state(False))
+            self._send_runs(conn, stale)
+
+        self.post(resume)
+
+    def _req_replay(self, conn: Connection, data: dict[str, Any]) -> None:
+        rid = data.get("run")
+        if rid is not None and not isinstance(rid, str):
+            raise BadRequest("bad-request", "replay: 'run' must be a run id (string)")
+        if rid is not None:
+            self._find_run(rid)
+
+        def replay() -> None:
+            ids = {rid} if rid is not None else {_run_id(r) for r in recorder.history()}
+            self._send_runs(conn, ids | (set(self.feeds) if rid is None else set()))
+
+        self.post(replay)
+
+    def _send_runs(self, conn: Connection, ids: set[str]) -> None:
+        """Catch up live runs and replay finished ones among ``ids`` (sender thread)."""
+        for rid, feed in list(self.feeds.items()):
+            if rid in ids:
+                conn.outbox.extend(feed.catch_up())
+        for run in recorder.history():
+            if _run_id(run) in ids:
+                conn.replays.append(self._replay(run))
+
+    def _find_run(self, rid: Any) -> Run:
+        if not isinstance(rid, str):
+            raise BadRequest("bad-request", "'run' must be a run id (string)")
+        feed = self.feeds.get(rid)
+        if feed is not None:
+            return feed.run
+        for run in recorder.history():
+            if _run_id(run) == rid:
+                return run
+        raise BadRequest("unknown-run", f"no run {rid!r} in this kernel (not kept any more?)")
+
+    def _req_keys(self, conn: Connection, data: dict[str, Any]) -> None:
+        indices = data.get("indices")
+        if (
+            not isinstance(indices, list)
+            or len(indices) > MAX_KEYS
+            or not all(type(i) is int and i >= 0 for i in indices)
+        ):
+            raise BadRequest(
+                "bad-request", f"keys: 'indices' must be a list of at most {MAX_KEYS} ints >= 0"
+            )
+        run = self._find_run(data.get("run"))
+
+        def answer() -> None:
+            feed = self.feeds.get(_run_id(run))
+            labels = _keys(run, feed, indices)
+            conn.outbox.append(encode.keys(_run_id(run), indices, labels))
+
+        self.post(answer)
+
+    def _req_export(self, conn: Connection, data: dict[str, Any]) -> None:
+        fmt = data.get("format")
+        if not isinstance(fmt, str) or fmt not in EXPORTS:
+            raise BadRequest("bad-request", f"export: 'format' must be one of {sorted(EXPORTS)}")
+        run = self._find_run(data.get("run"))
+        thread = threading.Thread(
+            target=self._export, args=(conn, run, fmt), name="daskprofile-export", daemon=True
+        )
+        thread.start()
+
+    def _export(self, conn: Connection, run: Run, fmt: str) -> None:
+        method, suffix, mime = EXPORTS[fmt]
+        rid = _run_id(run)
+        try:
+            payload = _export_bytes(run, method, suffix)
+        except Exception as exc:
+            log.exception("daskprofile: export of %s as %s failed", rid, fmt)
+            self.reply(conn, encode.error("export-failed", f"{fmt}: {exc!r}", "export"))
+            return
+        filename = f"daskprofile-{rid}{suffix}"
+        self.reply(conn, encode.export(rid, fmt, filename, mime, payload))
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _hello(paused: bool, history: int) -> encode.Message:
+    from .comm import PROTOCOL_VERSION, versions
+
+    return encode.hello(PROTOCOL_VERSION, versions(), os.getpid(), paused, history)
+
+
+def _cost(message: encode.Message) -> float:
+    """Tokens a message costs: structural ones ride along with the data they announce."""
+    return 1.0 if message[0].get("type") in DROPPABLE else 0.0
+
+
+def _run_id(run: Run) -> str:
+    return str(run.meta.get("id"))
+
+
+def _title(run: Run) -> str | None:
+    title = run.meta.get("title")
+    return title if isinstance(title, str) else None
+
+
+def _export_bytes(run: Run, method: str, suffix: str) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="daskprofile-") as tmp:
+        path = os.path.join(tmp, "export" + suffix)
+        written = getattr(run, method)(path)
+        with open(written if isinstance(written, str) else path, "rb") as f:
+            return f.read()
+
+
+def _keys(run: Run, feed: Feed | None, indices: list[int]) -> list[str]:
+    """Key labels of task rows ``indices`` ("" for rows no longer kept)."""
+    if not indices:
+        return []
+    lookup = feed.sources.keys if feed is not None and feed.sources.keys else None
+    if lookup is None:
+        table = run.raw("tasks")
+        keys, first = table["key"], int(table.get("dropped", 0) or 0)
+    else:
+        keys, first = lookup(min(indices))
+    out = []
+    for i in indices:
+        j = i - first
+        out.append(str(keys[j]) if 0 <= j < len(keys) else "")
+    return out
+
+
+# ---------------------------------------------------------------- live sources of a run
+
+
+def live_sources(run: Run) -> Sources | None:
+    """Readers over a live run's collectors (found behind the run's snapshot sources)."""
+    from .feed import live_table, live_tasks
+
+    owners = {name: getattr(src, "__self__", None) for name, src in _run_sources(run).items()}
+    sources = Sources()
+    tasks = owners.get("tasks")
+    if tasks is not None and hasattr(tasks, "columns"):
+        sources.tasks = live_tasks(tasks)
+        sources.keys = _live_keys(tasks)
+    for name in ("cache", "resources"):
+        owner = owners.get(name)
+        if owner is not None and hasattr(owner, "since"):
+            setattr(sources, name, live_table(owner.since))
+    stacks = owners.get("stacks")
+    if stacks is not None and hasattr(stacks, "history"):
+        sources.stacks = stacks.history
+    return sources
+
+
+def _run_sources(run: Run) -> dict[str, Any]:
+    with run._lock:
+        return dict(run._sources)
+
+
+def _live_keys(collector: Any) -> Callable[[int], tuple[list[str], int]]:
+    def keys(cursor: int) -> tuple[list[str], int]:
+        rows, _ = collector.since(cursor)
+        return rows["key"], cursor + int(rows.get("dropped", 0))
+
+    return keys
