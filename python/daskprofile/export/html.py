@@ -94,8 +94,8 @@ def render_html(
         )
     note_html = "".join(f'<p class="dp-note">{html.escape(n)}</p>' for n in notes)
     body = note_html + "\n".join(sections) + "\n" + script
-    css = "\n".join(f"<style>{c}</style>" for c in bundle.css_raw)
-    return _page(title, body, bundle.scripts(), css)
+    bokeh_js, bokeh_css = bundle  # rendered <script>/<style> (or CDN <link>) tags
+    return _page(title, body, bokeh_js, bokeh_css)
 
 
 def to_html(
