@@ -45,3 +45,13 @@ def _duration(text: str | None) -> float | str | None:
         return float(text)
     except ValueError:
         return text
+
+
+def option_arity(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """Option string -> whether it takes a value, for the options of ``parser``."""
+    return {
+        opt: action.nargs != 0
+        for action in parser._actions
+        for opt in action.option_strings
+        if opt not in ("-h", "--help")
+    }

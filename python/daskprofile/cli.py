@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from ._args import add_profile_arguments, profile_kwargs
+from ._args import add_profile_arguments, option_arity, profile_kwargs
 from ._version import __version__
 
 PROG = "daskprofile"
@@ -70,16 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _option_arity(parser: argparse.ArgumentParser) -> dict[str, bool]:
-    """Option string -> whether it takes a value, for the options of ``parser``."""
-    return {
-        opt: action.nargs != 0
-        for action in parser._actions
-        for opt in action.option_strings
-        if opt not in ("-h", "--help")
-    }
-
-
 def split_own_options(args: Sequence[str], arity: dict[str, bool]) -> tuple[list[str], list[str]]:
     """(our options, the script's arguments) from what follows the script's path.
 
@@ -108,7 +98,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ns = parser.parse_args(argv)
     if ns.command == "run":
         run_parser = _subparser(parser, "run")
-        own, rest = split_own_options(ns.args, _option_arity(run_parser))
+        own, rest = split_own_options(ns.args, option_arity(run_parser))
         if own:
             run_parser.parse_args([*own, ns.script], namespace=ns)
         ns.args = rest
