@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 #: the offline browser used by the tests (Debian's chromium)
@@ -67,3 +69,30 @@ def progress_models(
     children = states[model_id]["state"]["children"]
     header, bar, groups = (states[c.removeprefix("IPY_MODEL_")]["state"] for c in children)
     return header, bar, groups
+
+
+@pytest.fixture(name="offline_page")
+def offline_page_fixture() -> Iterator[tuple[Any, dict[str, list[str]]]]:
+    """A Chromium page that refuses every network request; records dialogs and errors."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    seen: dict[str, list[str]] = {"refused": [], "dialogs": [], "errors": []}
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1300, "height": 900})
+
+            def route(r: Any) -> None:
+                if r.request.url.startswith(("file:", "data:", "about:")):
+                    r.continue_()
+                else:
+                    seen["refused"].append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+            page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+            yield page, seen
+        finally:
+            browser.close()

@@ -4,7 +4,6 @@ opened in headless Chromium with every network request refused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +11,11 @@ import pytest
 
 from daskprofile.jupyter.magic import parse_magic_line
 from nbkernel import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     HOSTILE,
     IMG,
     execute,
     html_outputs,
+    offline_page_fixture,  # noqa: F401 - the offline_page fixture
     outputs,
     stream,
     widget_views,
@@ -175,33 +173,6 @@ JS_CANVASES = """() => { let n = 0; const walk = (root) => {
   for (const el of root.querySelectorAll('*')) {
     if (el.tagName === 'CANVAS') n++; if (el.shadowRoot) walk(el.shadowRoot); } };
   walk(document); return n; }"""
-
-
-@pytest.fixture
-def offline_page() -> Iterator[tuple[Any, dict[str, list[str]]]]:
-    """A Chromium page that refuses every network request; records dialogs and errors."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    seen: dict[str, list[str]] = {"refused": [], "dialogs": [], "errors": []}
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900})
-
-            def route(r: Any) -> None:
-                if r.request.url.startswith(("file:", "data:", "about:")):
-                    r.continue_()
-                else:
-                    seen["refused"].append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
-            page.on("pageerror", lambda e: seen["errors"].append(str(e)))
-            yield page, seen
-        finally:
-            browser.close()
 
 
 def _view_frame(page: Any) -> Any:
