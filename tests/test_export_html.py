@@ -203,7 +203,11 @@ def test_every_tab_renders_and_flame_graph_switches_group(
         "() => [...Bokeh.documents[0].all_models].find(m => m.type === 'GroupFilter').group"
     )
     first = page.evaluate(group_filter)
-    page.locator("select").first.select_option(index=1)
+    select = page.locator("select").first
+    options = select.evaluate("s => [...s.options].map(o => o.text)")
+    for group in groups:  # hostile group names are option text, not markup
+        assert any(text.startswith(f"{group} (") for text in options)
+    select.select_option(index=1)
     second = page.evaluate(group_filter)
     assert {first, second} <= groups
     assert first != second
@@ -243,6 +247,10 @@ def test_level_of_detail_merges_short_tasks(
     duration = arrays.stop[short] - arrays.start[short]
     assert np.isclose(busy.busy.sum(), duration.sum())
     assert len(busy) < len(short)
+    coarse, gap = _lod.merge_bounded(arrays, short, pixel, cap=10)
+    assert len(coarse) <= 10
+    assert gap > pixel
+    assert coarse.count.sum() == len(short)
     path = tmp_path / "lod.html"
     to_html(run, path)
     opened = open_offline(path)

@@ -22,6 +22,8 @@ from ._common import TaskArrays
 LOD_THRESHOLD = 50_000
 #: the resolution merged intervals are computed at (a wide screen, with zoom headroom)
 PIXELS = 4_000
+#: merged intervals kept at most (coarser than a pixel beyond)
+MAX_INTERVALS = 100_000
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,22 @@ def merge_busy(arrays: TaskArrays, rows: np.ndarray, gap: float) -> Busy:
         count=np.diff(np.append(first, len(order))).astype(np.int64),
         busy=np.add.reduceat(np.maximum(stop - start, 0.0), first),
     )
+
+
+def merge_bounded(
+    arrays: TaskArrays, rows: np.ndarray, gap: float, cap: int | None = None
+) -> tuple[Busy, float]:
+    """:func:`merge_busy`, coarsening the gap 4x at a time until at most ``cap`` intervals.
+
+    Sparse, interleaved groups can leave one interval per task at pixel resolution; the cap
+    keeps the file bounded whatever the shape of the run. Returns the gap used.
+    """
+    cap = MAX_INTERVALS if cap is None else cap
+    busy = merge_busy(arrays, rows, gap)
+    while len(busy) > cap and gap > 0:
+        gap *= 4
+        busy = merge_busy(arrays, rows, gap)
+    return busy, gap
 
 
 def decimate(x: np.ndarray, y: np.ndarray, bins: int = 2_000) -> tuple[np.ndarray, np.ndarray]:

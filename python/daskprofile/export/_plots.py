@@ -13,7 +13,7 @@ import numpy as np
 
 from ._common import RunLike, TaskArrays, group_color, task_arrays
 from ._flame import flame_columns
-from ._lod import Busy, decimate, merge_busy, split_tasks
+from ._lod import Busy, decimate, merge_bounded, split_tasks
 
 if TYPE_CHECKING:
     from bokeh.models import Range1d
@@ -262,7 +262,8 @@ def task_stream(arrays: TaskArrays, x_range: Range1d) -> Figure:
     mapper = _group_mapper(arrays)
     single, short, pixel = split_tasks(arrays)
     if len(short):
-        _draw_busy(fig, arrays, merge_busy(arrays, short, pixel), mapper)
+        busy, pixel = merge_bounded(arrays, short, pixel)
+        _draw_busy(fig, arrays, busy, mapper)
         fig.title = (
             f"Task stream: {len(arrays):,} tasks; {len(single):,} long ones drawn one by one, "
             f"{len(short):,} short ones merged per worker and group at {pixel * 1e3:.3g} ms"
