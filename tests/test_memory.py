@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import dask
 import numpy as np
@@ -109,10 +110,22 @@ def test_plot_without_matplotlib_is_a_bokeh_figure() -> None:
         assert fig.title.text == "mem"
 
 
+@pytest.fixture(scope="module")
+def distributed() -> Any:
+    """distributed, with the threads it keeps for the life of the process already started
+    (its offload executor), so the per-test leftover check does not count them."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.submit(sum, [1]).result()
+    return distributed
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [False, True])
-def test_distributed_cluster_is_sampled_by_the_scheduler(processes: bool) -> None:
-    distributed = pytest.importorskip("distributed")
+def test_distributed_cluster_is_sampled_by_the_scheduler(distributed: Any, processes: bool) -> None:
     with (
         distributed.LocalCluster(
             n_workers=1, threads_per_worker=1, processes=processes, dashboard_address=":0"
@@ -133,8 +146,7 @@ def test_distributed_cluster_is_sampled_by_the_scheduler(processes: bool) -> Non
 
 
 @pytest.mark.slow
-def test_asynchronous_client_gives_an_async_context_manager() -> None:
-    distributed = pytest.importorskip("distributed")
+def test_asynchronous_client_gives_an_async_context_manager(distributed: Any) -> None:
 
     async def main() -> MemorySampler:
         async with (
