@@ -1,0 +1,30 @@
+"""Pieces shared by the scheduler plugin, the worker plugin and the client side.
+
+Everything here is light: it is imported on the scheduler and in every worker process.
+"""
+
+from __future__ import annotations
+
+#: version of the messages the plugins send to the client
+MESSAGE_VERSION = 1
+
+#: worker label: ``"<address> thread <n>"`` (n counts the threads seen on that worker)
+WORKER_LABEL = "{address} thread {index}"
+
+
+def worker_label(address: str, index: int) -> str:
+    """Display label of one worker thread: the worker's address and a small thread number."""
+    return WORKER_LABEL.format(address=address, index=index)
+
+
+def worker_address(label: str) -> str:
+    """The worker address of a label made by :func:`worker_label`."""
+    return label.rsplit(" thread ", 1)[0]
+
+
+def exception_name(text: object) -> str:
+    """Exception type name from distributed's ``exception_text`` (``"ValueError('x')"``)."""
+    if not isinstance(text, str) or not text:
+        return "Exception"
+    name = text.split("(", 1)[0].strip()
+    return name if name.replace(".", "").replace("_", "").isalnum() else "Exception"

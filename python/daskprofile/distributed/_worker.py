@@ -1,0 +1,369 @@
+"""Worker side: per-process stack and resource sampling, streamed to the client.
+
+One :class:`ProcessProbe` per worker process and run (workers of a ``processes=False``
+cluster share the kernel's process, hence one probe for all of them). It owns:
+
+* a stack sampler thread that, every ``interval``, takes the stacks of the threads running
+  tasks (``Worker.active_threads``) *including the innermost frame*, cut at distributed's
+  task runner, counted per task group (daskprofile's sampler engine and payload format);
+* daskprofile's :class:`~daskprofile.collectors.resources.ResourceCollector` (CPU and RSS
+  of the worker process and its children every ``dt``).
+
+:class:`WorkerProbe` (the ``WorkerPlugin``) attaches its worker to the probe and drains it
+every ``flush`` seconds from the worker's event loop into ``Worker.log_event``. Times leave
+the worker in the scheduler's clock. Errors switch the probe off and travel in the next
+message; nothing raises into the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import uuid
+from time import perf_counter
+from time import time as wall_time
+from types import CodeType, FrameType
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+from tornado.ioloop import PeriodicCallback
+
+from ..collectors.stacks import _switch, _WorkerSampler
+from ..keys import GroupIndex, key_label
+from ..stacktree import FrameInfo
+from ._common import MESSAGE_VERSION
+
+__all__ = ["ProcessProbe", "WorkerProbe", "finish_worker"]
+
+_KEEP, _WRAPPER, _BOUNDARY = 0, 1, 2
+#: distributed runs tasks from here: this frame and everything above it are cut
+_BOUNDARY_FILES = ("distributed/worker.py",)
+#: dask's task-calling machinery and distributed's context managers around the call: cut
+#: where they sit at the outer end of a stack (a sample of nothing else is not counted)
+_WRAPPER_FILES = (
+    "dask/_task_spec.py",
+    "dask/core.py",
+    "dask/utils.py",
+    "contextlib.py",
+    "distributed/metrics.py",
+    "distributed/utils.py",
+)
+
+
+def _code_kind(code: CodeType) -> int:
+    filename = code.co_filename.replace("\\", "/")
+    if filename.endswith(_BOUNDARY_FILES):
+        return _BOUNDARY
+    if filename.endswith(_WRAPPER_FILES):
+        return _WRAPPER
+    return _KEEP
+
+
+class _TaskThreadSampler(_WorkerSampler):
+    """daskprofile's sampler engine fed by distributed's ``active_threads``.
+
+    Keeps the innermost frame of each sample (distributed's own profiler drops it) and
+    cuts each stack where distributed calls the task.
+    """
+
+    def __init__(self, interval: float, cycle: float) -> None:
+        super().__init__(interval, cycle, idle_timeout=float("inf"))
+        self.workers: list[Any] = []
+        self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
+        self._groups = GroupIndex()
+
+    def idle(self) -> bool:
+        return False  # stopped by the plugin's teardown, never on its own
+
+    def _running(self) -> dict[int, tuple[Any, Any]]:
+        running: dict[int, tuple[Any, Any]] = {}
+        for w in list(self.workers):
+            tasks = w.state.tasks
+            for ident, key in w.active_threads.copy().items():
+                running[ident] = (key, tasks.get(key))
+        return running
+
+    def sample(self) -> None:
+        """One sample of every thread running a task in this process's workers."""
+        running = self._running()
+        self.ticks += 1
+        if not running:
+            return
+        frames = sys._current_frames()
+        now = perf_counter()
+        groups = self._groups
+        with self.lock:
+            counts = self._bucket(int(now // self.cycle))
+            for ident, (key, ts) in running.items():
+                frame = frames.get(ident)
+                if frame is None:
+                    continue
+                stack = self._stack(frame)
+                if not stack:
+                    continue  # between tasks: only distributed's machinery on the stack
+                group = groups.groups[groups.index(key, getattr(ts, "run_spec", None))]
+                per_group = counts.setdefault(group, {})
+                per_group[stack] = per_group.get(stack, 0) + 1
+                self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
+        del frames
+
+    def _stack(self, frame: FrameType | None) -> tuple[int, ...]:
+        """Frame ids from the task's outermost frame to the innermost (kept), outermost first."""
+        out: list[int] = []
+        keep = 0
+        while frame is not None:
+            code = frame.f_code
+            entry = self._codes.get(id(code))
+            if entry is None:
+                entry = self._codes[id(code)] = (code, _code_kind(code), {})
+            if entry[1] == _BOUNDARY:
+                break
+            line = frame.f_lineno or 0
+            fid = entry[2].get(line)
+            if fid is None:
+                info = FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
+                fid = entry[2][line] = self.table.intern(info)
+            out.append(fid)
+            if entry[1] == _KEEP:
+                keep = len(out)
+            frame = frame.f_back
+        del out[keep:]
+        out.reverse()
+        return tuple(out)
+
+
+class ProcessProbe:
+    """Stack and resource sampling of one worker process for one run."""
+
+    def __init__(self, topic: str, settings: dict[str, Any]) -> None:
+        self.topic = topic
+        self.settings = settings
+        self.token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.error: str | None = None
+        self._error_sent = False
+        self.finished = False
+        self.workers: list[Any] = []
+        self.stacks: _TaskThreadSampler | None = None
+        self.resources: Any = None
+        self._cursor = 0
+        self._switch_lowered = False
+        #: worker and client share a clock: distributed's noisy clock correction is undone
+        self.same_host = settings.get("client_host") == socket.gethostname()
+        self.delays: list[tuple[str, float]] = []  # (key, correction applied by distributed)
+
+    def task_executing(self, key: Any, delay: float) -> None:
+        """Note the clock correction distributed adds to this task's start/stop."""
+        if delay and self.same_host and len(self.delays) < 1_000_000:
+            self.delays.append((key_label(key), delay))
+
+    # ------------------------------------------------------------ lifecycle
+    def attach(self, worker: Any) -> None:
+        """Sample ``worker``'s task threads too; starts the samplers on first use."""
+        with self.lock:
+            if worker not in self.workers:
+                self.workers.append(worker)
+            if self.stacks is None and self.resources is None and not self.finished:
+                self._guard(self._start)
+            if self.stacks is not None:
+                self.stacks.workers = list(self.workers)
+
+    def detach(self, worker: Any) -> bool:
+        """Stop sampling ``worker``; returns True (and stops) when no worker is left."""
+        with self.lock:
+            if worker in self.workers:
+                self.workers.remove(worker)
+            if self.stacks is not None:
+                self.stacks.workers = list(self.workers)
+            if self.workers:
+                return False
+        self.stop()
+        return True
+
+    def _start(self) -> None:
+        s = self.settings
+        if s["stacks"]:
+            self.stacks = _TaskThreadSampler(s["interval"], s["cycle"])
+            if s.get("switch_interval"):
+                _switch.lower(s["switch_interval"])
+                self._switch_lowered = True
+            self.stacks.start("daskprofile-distributed-stacks")
+        if s["resources"]:
+            from ..collectors.resources import ResourceCollector
+
+            self.resources = ResourceCollector(s["dt"])
+            self.resources.start()
+
+    def stop(self) -> None:
+        """Stop both samplers (idempotent); undrained samples are discarded."""
+        stacks, self.stacks = self.stacks, None
+        resources, self.resources = self.resources, None
+        if stacks is not None:
+            stacks.stop()
+        if resources is not None:
+            resources.stop()
+        if self._switch_lowered:
+            self._switch_lowered = False
+            _switch.restore()
+
+    # ------------------------------------------------------------ draining
+    def drain(self, worker: Any, final: bool = False) -> dict[str, Any] | None:
+        """The message with what was sampled since the previous one (None: nothing new)."""
+        with self.lock:
+            if self.finished:
+                return None
+            msg: dict[str, Any] | None = self._guard(self._message, worker)
+            if msg is None and self.error is not None and not self._error_sent:
+                msg = self._envelope(worker)
+            if msg is not None:
+                msg["error"] = None if self._error_sent else self.error
+                self._error_sent = self.error is not None
+                msg["seq"] = self.seq
+                self.seq += 1
+            if final:
+                self.finished = True
+        if final:
+            self.stop()
+            if msg is not None:
+                msg["final"] = True
+        return msg
+
+    def _message(self, worker: Any) -> dict[str, Any] | None:
+        stacks = self.stacks.drain() if self.stacks is not None else None
+        if stacks is not None:  # msgpack: string map keys only
+            stacks["threads"] = {str(k): n for k, n in stacks["threads"].items()}
+        resources = None
+        if self.resources is not None:
+            rows, self._cursor = self.resources.since(self._cursor)
+            if len(rows["time"]):
+                resources = {k: v.tolist() for k, v in rows.items()}
+            if self.resources.error:
+                raise RuntimeError(f"resource sampler: {self.resources.error}")
+        if self.stacks is not None and self.stacks.error:
+            raise RuntimeError(f"stack sampler: {self.stacks.error}")
+        delays, self.delays = self.delays, []
+        if stacks is None and resources is None and not delays and self.seq > 0:
+            return None
+        msg = self._envelope(worker)
+        msg["stacks"] = stacks
+        msg["resources"] = resources
+        msg["delays"] = delays
+        return msg
+
+    def _envelope(self, worker: Any) -> dict[str, Any]:
+        delay = 0.0 if self.same_host else float(getattr(worker, "scheduler_delay", 0.0) or 0.0)
+        return {
+            "v": MESSAGE_VERSION,
+            "src": self.token,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "workers": [str(w.address) for w in self.workers],
+            # perf_counter -> scheduler clock: add this
+            "clock": wall_time() + delay - perf_counter(),
+            "stacks": None,
+            "resources": None,
+            "delays": [],
+        }
+
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if self.error is None:
+                self.error = f"worker {os.getpid()}: {exc!r}"
+            self.stop()
+            return None
+
+
+_probes: dict[str, ProcessProbe] = {}
+_probes_lock = threading.Lock()
+
+
+def _probe_for(topic: str, settings: dict[str, Any]) -> ProcessProbe:
+    with _probes_lock:
+        probe = _probes.get(topic)
+        if probe is None:
+            probe = _probes[topic] = ProcessProbe(topic, settings)
+        return probe
+
+
+def _drop_probe(topic: str, probe: ProcessProbe) -> None:
+    with _probes_lock:
+        if _probes.get(topic) is probe:
+            del _probes[topic]
+
+
+class WorkerProbe(WorkerPlugin):
+    """Attaches a worker to its process's probe and streams the probe's samples."""
+
+    idempotent = False
+
+    def __init__(self, topic: str, settings: dict[str, Any]) -> None:
+        self.topic = topic
+        self.settings = dict(settings)
+        self.worker: Any = None
+        self.probe: ProcessProbe | None = None
+        self._callback: PeriodicCallback | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"topic": self.topic, "settings": self.settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["topic"], state["settings"])  # type: ignore[misc]
+
+    def setup(self, worker: Any) -> None:
+        self.worker = worker
+        self.probe = _probe_for(self.topic, self.settings)
+        self.probe.attach(worker)
+        self._callback = PeriodicCallback(self.flush, self.settings["flush"] * 1000)
+        self._callback.start()
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        probe = self.probe
+        if finish == "executing" and probe is not None and self.worker is not None:
+            try:
+                probe.task_executing(key, float(self.worker.scheduler_delay or 0.0))
+            except Exception as exc:  # never raise into the worker
+                probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
+
+    def teardown(self, worker: Any) -> None:
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            callback.stop()
+        probe, self.probe = self.probe, None
+        if probe is not None and probe.detach(worker):
+            _drop_probe(self.topic, probe)
+
+    def flush(self) -> None:
+        """Send what the probe sampled since the previous message (worker's event loop)."""
+        probe = self.probe
+        if probe is None:
+            return
+        msg = None
+        try:
+            msg = probe.drain(self.worker)
+            if msg is not None:
+                self.worker.log_event(self.topic, msg)
+        except Exception as exc:  # never raise into the worker: send the error instead
+            error = f"worker {os.getpid()}: {exc!r}"
+            probe.error = probe.error or error
+            probe.stop()
+            if msg is not None:  # keep the numbering without gaps
+                keep = ("v", "src", "seq", "pid", "host", "workers", "clock")
+                stub = {k: msg[k] for k in keep} | {"error": error}
+                self.worker.log_event(self.topic, stub)
+
+
+def finish_worker(dask_worker: Any, topic: str) -> dict[str, Any] | None:
+    """Stop this worker's probe for ``topic`` and return its last message (``client.run``)."""
+    plugins = dask_worker.plugins.values()
+    plugin = next((p for p in plugins if isinstance(p, WorkerProbe) and p.topic == topic), None)
+    if plugin is None or plugin.probe is None:
+        return None
+    callback, plugin._callback = plugin._callback, None
+    if callback is not None:
+        callback.stop()
+    return plugin.probe.drain(dask_worker, final=True)

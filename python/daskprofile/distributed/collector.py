@@ -1,0 +1,441 @@
+"""Client side: registers the plugins, receives their batches live, holds the run's tables.
+
+::
+
+    collector = DistributedCollector(client, dt=0.1, interval=0.01)
+    collector.start()            # subscribe, register the scheduler + worker plugins
+    ...                          # computations on the cluster
+    collector.stop()             # last batches, plugins and event topic removed
+    collector.tasks_snapshot(), collector.resources_snapshot(), collector.stacks.trees()
+
+Batches come from the scheduler (tasks, cache) and from each worker process (stacks,
+resources), each numbered; they are applied in order per sender, in the client's event
+loop thread. Times arrive in the scheduler's clock and are stored as this process's
+``perf_counter`` seconds, like every local collector. The collector never raises into
+the computation: any failure warns once, is recorded in ``errors`` and switches the
+failing part off.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from ..collectors.base import Collector
+from ..collectors.stacks import StackCollector
+from ..stacktree import Tree
+from ._common import MESSAGE_VERSION, worker_address
+from ._scheduler import SchedulerProbe, finish_probe, forget_topic, scheduler_clock
+from ._tables import CacheTable, Lookup, ProcessResources, TaskTable, cluster_totals
+from ._worker import WorkerProbe, finish_worker
+
+__all__ = ["DistributedCollector", "active_client"]
+
+
+def active_client() -> Any:
+    """The default ``distributed.Client`` if one is running, else None.
+
+    Never imports distributed (nothing to find if it was not imported) and never starts
+    a client.
+    """
+    import sys
+
+    if "distributed" not in sys.modules:
+        return None
+    try:
+        import distributed
+
+        client = getattr(distributed, "default_client")()  # noqa: B009 - untyped
+    except (ImportError, ValueError):
+        return None
+    return client if getattr(client, "status", None) == "running" else None
+
+
+class _InOrder:
+    """Applies numbered messages in order per sender; keeps early ones until their turn."""
+
+    def __init__(self, apply: Callable[[dict[str, Any]], None]) -> None:
+        self.apply = apply
+        self.next: dict[str, int] = {}
+        self.pending: dict[str, dict[int, dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+
+    def push(self, msg: dict[str, Any]) -> None:
+        src, seq = str(msg["src"]), int(msg["seq"])
+        with self.lock:
+            expected = self.next.get(src, 0)
+            if seq < expected:
+                return  # seen already (a gap filled twice)
+            waiting = self.pending.setdefault(src, {})
+            waiting[seq] = msg
+            while expected in waiting:
+                self.apply(waiting.pop(expected))
+                expected += 1
+            self.next[src] = expected
+            if not waiting:
+                del self.pending[src]
+
+    def gaps(self) -> int:
+        """How many messages are held back waiting for an earlier one."""
+        with self.lock:
+            return sum(len(w) for w in self.pending.values())
+
+    def flush_gaps(self) -> int:
+        """Apply what is held back despite the gaps; returns the number of missing messages."""
+        missing = 0
+        with self.lock:
+            for src, waiting in list(self.pending.items()):
+                for seq in sorted(waiting):
+                    missing += seq - self.next.get(src, 0)
+                    self.apply(waiting.pop(seq))
+                    self.next[src] = seq + 1
+            self.pending.clear()
+        return missing
+
+
+class DistributedCollector(Collector):
+    """Profiles what runs on a ``distributed`` cluster: tasks, cache, resources, stacks.
+
+    ``client``: the ``distributed.Client`` (default: the default client). ``dt``: seconds
+    between resource samples on each worker; ``interval``: between stack samples;
+    ``cycle``: width of one stack-history entry; ``flush``: seconds between batches sent
+    to the client. ``all_clients``: record tasks of every client of the scheduler (default:
+    only this client's graphs). ``stacks_into``: a :class:`StackCollector` to merge the
+    workers' samples into (default: a new one, ``self.stacks``).
+    """
+
+    name = "distributed"
+    #: the plugin classes (tests replace them to check failure handling)
+    scheduler_probe: type[SchedulerProbe] = SchedulerProbe
+    worker_probe: type[WorkerProbe] = WorkerProbe
+    #: seconds to wait at stop for batches still in flight
+    drain_timeout = 5.0
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        tasks: bool = True,
+        cache: bool = True,
+        resources: bool = True,
+        stacks: bool = True,
+        dt: float = 0.1,
+        interval: float = 0.01,
+        cycle: float = 1.0,
+        flush: float = 0.2,
+        max_records: int | None = None,
+        all_clients: bool = False,
+        stacks_into: StackCollector | None = None,
+        switch_interval: float | None = 0.002,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.options: dict[str, Any] = {
+            "tasks": tasks,
+            "cache": cache,
+            "resources": resources,
+            "stacks": stacks,
+            "dt": float(dt),
+            "interval": float(interval),
+            "cycle": float(cycle),
+            "flush": float(flush),
+            "all_clients": all_clients,
+            "switch_interval": switch_interval,
+        }
+        self.max_records = max_records
+        self.topic = f"daskprofile-{uuid.uuid4().hex}"
+        self.groups = Lookup()
+        self.tasks = TaskTable(max_records, self.groups)
+        self.cache = CacheTable(max_records, self.groups)
+        self.processes: dict[str, ProcessResources] = {}
+        if stacks_into is None:
+            stacks_into = StackCollector(interval, cycle, switch_interval=None)
+        self.stacks = stacks_into
+        self.computes = 0
+        self.dropped_tasks = 0
+        self.missing_batches = 0
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.clock_offset = 0.0  # scheduler clock - this process's time.time()
+        self.to_perf = perf_counter() - time.time()
+        self.started = False
+        self.registered: list[str] = []
+        self.on_batch: Callable[[DistributedCollector], None] | None = None
+        self._inbox = _InOrder(self._apply)
+        self._warned = False
+        self._subscribed = False
+
+    # ------------------------------------------------------------ errors
+    @property
+    def error(self) -> str | None:
+        """The first error recorded, if any (the recorder reads this from samplers)."""
+        return self.errors[0]["error"] if self.errors else None
+
+    @property
+    def dropped(self) -> int:
+        """Stack samples lost (history cap, or batches that never arrived)."""
+        return int(self.stacks.dropped) + self.missing_batches
+
+    def _fail(self, what: str) -> None:
+        self.failed = True
+        self.errors.append({"collector": self.name, "error": what})
+        if not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"daskprofile: distributed profiling switched off ({what}); "
+                "the computation is not affected",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _guard(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            self._fail(f"{what}: {exc!r}")
+            return None
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Subscribe to the run's topic and register the plugins (idempotent)."""
+        if self.started or self.failed:
+            return
+        if self.client is None:
+            self.client = active_client()
+        client = self.client
+        if client is None:
+            self._fail("no running distributed.Client")
+            return
+        if getattr(client, "asynchronous", False):
+            self._fail("asynchronous clients are not supported yet")
+            return
+        self.started = True
+        self.to_perf = perf_counter() - time.time()
+        self._guard("subscribing", client.subscribe_topic, self.topic, self._on_event)
+        self._subscribed = not self.failed
+        if not self.failed:
+            self._guard("clock", self._measure_clock)
+        if not self.failed:
+            self._register()
+        if self.failed:
+            self._cleanup()
+
+    def _measure_clock(self) -> None:
+        """Offset of the scheduler's clock; none on this host (one clock: no noise)."""
+        before = time.time()
+        remote, host = self.client.run_on_scheduler(scheduler_clock)
+        after = time.time()
+        same_host = host == socket.gethostname()
+        self.clock_offset = 0.0 if same_host else float(remote) - (before + after) / 2
+        self.to_perf = perf_counter() - time.time() - self.clock_offset
+
+    def _register(self) -> None:
+        o = self.options
+        client = self.client
+        clients = None if o["all_clients"] else [client.id]
+        probe = self.scheduler_probe(
+            self.topic, clients, tasks=o["tasks"], cache=o["cache"], flush=o["flush"]
+        )
+        self._guard("registering the scheduler plugin", client.register_plugin, probe, self.topic)
+        if self.failed:
+            return
+        self.registered.append("scheduler")
+        if not (o["stacks"] or o["resources"]):
+            return
+        settings = {k: o[k] for k in ("stacks", "resources", "dt", "interval", "cycle", "flush")}
+        settings["switch_interval"] = o["switch_interval"]
+        settings["client_host"] = socket.gethostname()
+        worker = self.worker_probe(self.topic, settings)
+        self.registered.append("worker")  # partly registered on failure: remove it too
+        self._guard("registering the worker plugin", client.register_plugin, worker, self.topic)
+
+    def stop(self) -> None:
+        """Collect the last batches, then remove the plugins and the event topic."""
+        if not self.started:
+            return
+        self.started = False
+        if self.registered and getattr(self.client, "status", None) == "running":
+            self._final_batches()
+        self._cleanup()
+
+    def _final_batches(self) -> None:
+        client = self.client
+        if "worker" in self.registered:
+            finals = self._guard("worker drain", client.run, finish_worker, topic=self.topic)
+            for msg in (finals or {}).values():
+                if msg:
+                    self._push(msg)
+        name = self.topic
+        last = self._guard("scheduler drain", client.run_on_scheduler, finish_probe, name=name)
+        if last:
+            self._push(last)
+        deadline = perf_counter() + self.drain_timeout
+        while self._inbox.gaps() and perf_counter() < deadline:
+            time.sleep(0.005)
+        if self._inbox.gaps():
+            events = self._guard("event log", client.get_events, self.topic) or ()
+            for _, msg in events:
+                self._push(msg)
+        self.missing_batches += self._inbox.flush_gaps()
+
+    def _cleanup(self) -> None:
+        client = self.client
+        if client is None or getattr(client, "status", None) != "running":
+            return
+        if self._subscribed:
+            self._subscribed = False
+            self._guard("unsubscribing", client.unsubscribe_topic, self.topic)
+        if "worker" in self.registered:
+            self._guard("removing the worker plugin", client.unregister_worker_plugin, self.topic)
+        if "scheduler" in self.registered:
+            self._guard(
+                "removing the scheduler plugin", client.unregister_scheduler_plugin, self.topic
+            )
+        self.registered = []
+        self._guard(
+            "removing the topic",
+            client.run_on_scheduler,
+            forget_topic,
+            topic=self.topic,
+            client=client.id,
+        )
+
+    def __enter__(self) -> DistributedCollector:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ receiving
+    def _on_event(self, event: Any) -> None:
+        """Handler of the topic (the client's event loop thread); never raises."""
+        try:
+            self._push(event[1])
+        except Exception as exc:
+            self._fail(f"receiving: {exc!r}")
+
+    def _push(self, msg: Any) -> None:
+        if not isinstance(msg, dict) or msg.get("v") != MESSAGE_VERSION:
+            return
+        self._inbox.push(msg)
+
+    def _apply(self, msg: dict[str, Any]) -> None:
+        try:
+            if msg["src"] == "scheduler":
+                self._apply_scheduler(msg)
+            else:
+                self._apply_worker(msg)
+            if msg.get("error"):
+                self._fail(str(msg["error"]))
+        except Exception as exc:
+            self._fail(f"applying a batch: {exc!r}")
+            return
+        callback = self.on_batch
+        if callback is not None:
+            self._guard("batch callback", callback, self)
+
+    def _apply_scheduler(self, msg: dict[str, Any]) -> None:
+        self.groups.extend(msg["groups"])
+        self.tasks.workers.extend(msg["workers"])
+        for address, info in msg["worker_info"].items():
+            self.workers.setdefault(address, {}).update(info)
+        self.tasks.extend(msg["tasks"], self.to_perf)
+        self.cache.extend(msg["cache"], self.to_perf)
+        self.computes = int(msg["computes"])
+        self.dropped_tasks = int(msg["dropped"])
+
+    def _apply_worker(self, msg: dict[str, Any]) -> None:
+        src = str(msg["src"])
+        proc = self.processes.get(src)
+        if proc is None:
+            proc = self.processes[src] = ProcessResources(msg["pid"], msg["host"], self.max_records)
+        proc.workers = list(msg["workers"])
+        for address in proc.workers:
+            self.workers.setdefault(address, {}).update(pid=msg["pid"], hostname=msg["host"])
+        if msg.get("delays"):
+            self.tasks.correct(msg["delays"])
+        shift = float(msg["clock"]) + self.to_perf  # worker perf_counter -> ours
+        if msg.get("resources"):
+            proc.extend(msg["resources"], shift)
+        stacks = msg.get("stacks")
+        if stacks:
+            stacks["buckets"] = [[t + shift, groups] for t, groups in stacks["buckets"]]
+            self.stacks.merge_remote(stacks)
+
+    # ------------------------------------------------------------ reading
+    def tasks_snapshot(self) -> dict[str, Any]:
+        """The ``tasks`` table (Run.raw format); workers are ``"<address> thread <n>"``."""
+        out = self.tasks.snapshot()
+        out["dropped"] = int(out["dropped"]) + self.dropped_tasks
+        return out
+
+    def cache_snapshot(self) -> dict[str, Any]:
+        """The ``cache`` table: bytes held in workers' memory per group (after each change)."""
+        return self.cache.snapshot()
+
+    def resources_snapshot(self) -> dict[str, np.ndarray]:
+        """The ``resources`` table: the cluster's worker processes summed on a ``dt`` grid."""
+        series = [p.snapshot() for p in list(self.processes.values())]
+        return cluster_totals(series, self.options["dt"])
+
+    def process_resources(self) -> list[dict[str, Any]]:
+        """Per worker process: ``pid``, ``host``, ``workers`` and its own samples."""
+        return [
+            {"pid": p.pid, "host": p.host, "workers": list(p.workers), **p.snapshot()}
+            for p in list(self.processes.values())
+        ]
+
+    def trees(self) -> dict[str, Tree]:
+        """``{group: tree}`` of the workers' stack samples."""
+        return self.stacks.trees()
+
+    def history(self) -> list[tuple[float, float, dict[str, Tree]]]:
+        """``[(t_start, t_end, {group: tree})]`` per cycle."""
+        return self.stacks.history()
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "tasks": self.tasks_snapshot(),
+            "cache": self.cache_snapshot(),
+            "resources": self.resources_snapshot(),
+            "stacks": self.trees(),
+        }
+
+    def info(self, t0: float = 0.0) -> dict[str, Any]:
+        """JSON-friendly description for ``run.meta["distributed"]`` (times: s since ``t0``)."""
+        scheduler = getattr(getattr(self.client, "scheduler", None), "address", None)
+        processes = []
+        for p in self.process_resources():
+            processes.append(
+                {
+                    "pid": int(p["pid"]),
+                    "host": str(p["host"]),
+                    "workers": p["workers"],
+                    "time": (p["time"] - t0).round(6).tolist(),
+                    "cpu": p["cpu"].round(3).tolist(),
+                    "memory": p["memory"].tolist(),
+                }
+            )
+        return {
+            "scheduler": scheduler,
+            "workers": {a: dict(i) for a, i in sorted(self.workers.items())},
+            "processes": processes,
+            "computes": self.computes,
+            "cache_metric": "nbytes",
+            "clock_offset": self.clock_offset,
+            "missing_batches": self.missing_batches,
+            "options": dict(self.options),
+        }
+
+
+def task_worker_address(label: str) -> str:
+    """The worker address in a tasks-table ``worker`` label of a distributed run."""
+    return worker_address(label)

@@ -1,0 +1,389 @@
+"""dask.distributed support: a real LocalCluster (in-process and processes), no mocks."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import daskprofile  # noqa: E402
+from daskprofile import distributed as dd  # noqa: E402
+from daskprofile.distributed._scheduler import SchedulerProbe  # noqa: E402
+from daskprofile.distributed._worker import WorkerProbe  # noqa: E402
+from daskprofile.stacktree import to_folded_lines  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+OUR_THREADS = ("daskprofile-distributed-stacks", "daskprofile-resources")
+
+
+def slow(x: int) -> int:
+    time.sleep(0.1)
+    return x
+
+
+def spin(seconds: float) -> float:
+    """Pure Python busy work: the innermost frame of every sample is this function."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        pass
+    return seconds
+
+
+def divide(x: int) -> float:
+    return 1 / x
+
+
+def _our_threads(dask_worker: Any = None) -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(OUR_THREADS)]
+
+
+def _cluster_state(client: Any) -> dict[str, Any]:
+    """What plugins, topics and daskprofile threads the cluster holds."""
+
+    def on_scheduler(dask_scheduler: Any) -> dict[str, Any]:
+        topics = dask_scheduler._broker._topics
+        return {
+            "plugins": sorted(dask_scheduler.plugins),
+            "worker_plugins": sorted(dask_scheduler.worker_plugins),
+            "topics": sorted(t for t in topics if t.startswith("daskprofile")),
+        }
+
+    def on_worker(dask_worker: Any) -> tuple[list[str], list[str]]:
+        return sorted(dask_worker.plugins), _our_threads()
+
+    return {"scheduler": client.run_on_scheduler(on_scheduler), "workers": client.run(on_worker)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _distributed_process_threads() -> None:
+    """Start the threads distributed keeps for the life of the process, once.
+
+    distributed's offload executor (thread ``Dask-Offload_0``, ``distributed.utils``) is
+    created on first use and never shut down; started here, before the per-test check of
+    leftover threads takes its snapshot, it is not mistaken for a leak.
+    """
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        c.submit(slow, 0).result()
+
+
+@pytest.fixture(params=[False, True], ids=["inprocess", "processes"])
+def client(request: pytest.FixtureRequest) -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=request.param,
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        c.run(slow, 0)  # workers import this module before any timing
+        yield c
+
+
+@pytest.fixture
+def inproc_client() -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
+def _workers(client: Any) -> set[str]:
+    return set(client.scheduler_info()["workers"])
+
+
+# ---------------------------------------------------------------- tasks
+def test_every_task_is_timed_on_its_worker(client: Any) -> None:
+    with dd.profile(client, dt=0.05) as run:
+        assert client.gather(client.map(slow, range(8))) == list(range(8))
+    tasks = run.tasks
+    assert len(tasks) == 8
+    assert set(tasks["group"]) == {"slow"}
+    assert (tasks["status"] == "ok").all()
+    duration = tasks["stop"] - tasks["start"]
+    assert duration.between(0.095, 0.3).all(), duration
+    assert (tasks["start"] >= tasks["submit"] - 0.01).all()
+    # worker labels name the real worker addresses, one thread each
+    addresses = {dd.task_worker_address(w) for w in tasks["worker"]}
+    assert addresses == _workers(client)
+    assert tasks["worker"].nunique() == 2
+    for _, rows in tasks.sort_values("start").groupby("worker"):
+        assert (rows["start"].to_numpy()[1:] >= rows["stop"].to_numpy()[:-1] - 1e-6).all()
+    # the two workers ran in parallel: some tasks of different workers overlap in time
+    rows = list(tasks[["worker", "start", "stop"]].itertuples(index=False))
+    assert any(
+        a.worker != b.worker and a.start < b.stop and b.start < a.stop for a in rows for b in rows
+    )
+    assert run.meta["schedulers"] == ["distributed"]
+    assert run.meta["computes"] == 1
+    assert run.meta["errors"] == []
+
+
+def test_failed_tasks_are_recorded_with_their_exception_type(inproc_client: Any) -> None:
+    with dd.profile(inproc_client) as run:
+        futures = inproc_client.map(divide, [1, 0])
+        assert futures[0].result() == 1
+        with pytest.raises(ZeroDivisionError):
+            futures[1].result()
+    tasks = run.tasks.set_index("status")
+    assert tasks.loc["error", "error"] == "ZeroDivisionError"
+    assert tasks.loc["ok", "group"] == "divide"
+
+
+def test_group_of_dask_collections_and_fused_tasks(inproc_client: Any) -> None:
+    da = pytest.importorskip("dask.array")
+    x = da.ones((40, 40), chunks=10)
+    with dd.profile(inproc_client, stacks=False, resources=False) as run:
+        assert float(((x + 1) * 2).sum().compute()) == 40 * 40 * 4
+    groups = set(run.tasks["group"])
+    assert any(g.startswith("sum") for g in groups), groups
+    assert not any("-" in g and g[-1].isdigit() for g in groups)
+    assert len(run.tasks) >= 16
+
+
+def test_only_this_clients_tasks_unless_asked(inproc_client: Any) -> None:
+    address = inproc_client.scheduler.address
+    with distributed.Client(address) as other:
+        with dd.profile(inproc_client, stacks=False, resources=False) as mine:
+            other.submit(slow, 1, key="other-1").result()
+            inproc_client.submit(slow, 2, key="mine-1").result()
+        with dd.profile(inproc_client, all_clients=True, stacks=False, resources=False) as every:
+            other.submit(slow, 3, key="other-2").result()
+    assert list(mine.tasks["key"]) == ["mine-1"]
+    assert list(every.tasks["key"]) == ["other-2"]
+
+
+# ---------------------------------------------------------------- resources, cache, stacks
+def test_resources_per_worker_process(client: Any) -> None:
+    with dd.profile(client, dt=0.05) as run:
+        client.gather(client.map(spin, [0.3, 0.31]))
+    res = run.resources
+    assert len(res) >= 3
+    assert (res["memory"] > 10_000_000).all()
+    assert res["cpu"].max() > 30
+    info = run.meta["distributed"]
+    covered = {w for p in info["processes"] for w in p["workers"]}
+    assert covered == _workers(client)
+    for proc in info["processes"]:
+        assert len(proc["time"]) == len(proc["cpu"]) == len(proc["memory"]) >= 3
+    pids = {p["pid"] for p in info["processes"]}
+    assert len(pids) == (2 if _workers_in_processes(client) else 1)
+    assert {w["pid"] for w in info["workers"].values()} == pids
+
+
+def _workers_in_processes(client: Any) -> bool:
+    import os
+
+    return any(pid != os.getpid() for pid in client.run(os.getpid).values())
+
+
+def test_cache_is_bytes_held_per_group(inproc_client: Any) -> None:
+    with dd.profile(inproc_client, stacks=False, resources=False) as run:
+        futures = inproc_client.map(np.ones, [100_000, 200_000])
+        inproc_client.gather(futures)
+        time.sleep(0.3)
+    cache = run.cache
+    ones = cache[cache["group"] == "ones"]
+    assert ones["metric"].max() >= 300_000 * 8
+    assert run.meta["distributed"]["cache_metric"] == "nbytes"
+
+
+def test_stacks_keep_the_task_function_as_innermost_frame(client: Any) -> None:
+    with dd.profile(client, interval=0.005) as run:
+        client.gather(client.map(spin, [0.4, 0.41]))
+    tree = run.stacks["spin"]
+    assert tree["count"] >= 20
+    top = list(tree["children"].values())
+    assert [n["description"]["name"] for n in top] == ["spin"]  # cut where distributed calls
+    leaf = top[0]
+    assert leaf["count"] == tree["count"]  # every sample ends in spin itself
+    lines = run.hot_lines(spin)
+    assert len(lines)
+    assert lines["count"].sum() >= 20
+    assert run.stack_history
+    assert "spin" in run.stack_history[0][2]
+
+
+# ---------------------------------------------------------------- lifecycle
+def test_plugins_topic_and_threads_are_removed(client: Any) -> None:
+    before = _cluster_state(client)
+    with dd.profile(client) as run:
+        during = _cluster_state(client)
+        client.gather(client.map(slow, range(2)))
+    after = _cluster_state(client)
+    assert after == before
+    assert during != before
+    assert any(p.startswith("daskprofile") for p in during["scheduler"]["plugins"])
+    assert all(threads for _, threads in during["workers"].values())
+    assert not _our_threads()
+    assert run.finished
+
+
+def test_live_tables_fill_while_the_block_runs(inproc_client: Any) -> None:
+    with dd.profile(inproc_client) as run:
+        inproc_client.gather(inproc_client.map(slow, range(4)))
+        deadline = time.monotonic() + 3
+        while len(run.tasks) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(run.tasks) == 4
+        assert not run.finished
+        assert daskprofile.recorder.live_runs() == [run]
+    assert daskprofile.recorder.history()[-1] is run
+
+
+def test_default_client_is_used(inproc_client: Any) -> None:
+    assert dd.active_client() is inproc_client
+    with dd.profile() as run:
+        dask.delayed(slow)(1).compute()
+    assert list(run.tasks["group"]) == ["slow"]
+
+
+def test_local_and_cluster_tasks_in_one_run(inproc_client: Any) -> None:
+    with dd.profile(inproc_client, stacks=False) as run:
+        dask.delayed(slow)(1, dask_key_name="local-1").compute(scheduler="threads")
+        inproc_client.submit(slow, 2, key="remote-1").result()
+    tasks = run.tasks.set_index("key")
+    assert set(tasks.index) == {"local-1", "remote-1"}
+    assert dd.task_worker_address(tasks.loc["remote-1", "worker"]) in _workers(inproc_client)
+    assert not tasks.loc["local-1", "worker"].startswith("inproc://")
+    assert set(run.meta["schedulers"]) == {"threads", "distributed"}
+    assert run.meta["computes"] == 2
+
+
+def test_without_a_client_it_is_the_local_profile() -> None:
+    assert dd.active_client() is None
+    with dd.profile() as run:
+        dask.delayed(slow)(1).compute(scheduler="sync")
+    assert len(run.tasks) == 1
+    assert "distributed" not in run.meta
+
+
+# ---------------------------------------------------------------- values
+def test_round_trip_and_html(client: Any, tmp_path: Path) -> None:
+    with dd.profile(client) as run:
+        client.gather(client.map(spin, [0.2, 0.21]))
+        client.gather(client.map(slow, range(4)))
+    loaded = daskprofile.load(run.save(tmp_path / "run.npz"))
+    pd.testing.assert_frame_equal(loaded.tasks, run.tasks)
+    pd.testing.assert_frame_equal(loaded.resources, run.resources)
+    pd.testing.assert_frame_equal(loaded.cache, run.cache)
+    assert to_folded_lines(loaded.stacks) == to_folded_lines(run.stacks)
+    assert loaded.meta["distributed"] == run.meta["distributed"]
+    again = daskprofile.Run.from_dict(run.to_dict())
+    pd.testing.assert_frame_equal(again.tasks, run.tasks)
+    html = Path(loaded.to_html(tmp_path / "run.html")).read_text()
+    assert "spin" in html
+    assert "slow" in html
+
+
+# ---------------------------------------------------------------- failures
+class BrokenSchedulerProbe(SchedulerProbe):
+    def _finished(self, key: Any, submit: float, finish: str, kw: dict[str, Any]) -> None:
+        raise RuntimeError("boom in the scheduler plugin")
+
+
+class BrokenOnScheduler(dd.DistributedCollector):
+    scheduler_probe = BrokenSchedulerProbe
+
+
+class UnregistrableWorkerProbe(WorkerProbe):
+    def setup(self, worker: Any) -> None:
+        raise RuntimeError("cannot set up")
+
+
+class BrokenOnWorkers(dd.DistributedCollector):
+    worker_probe = UnregistrableWorkerProbe
+
+
+def test_a_failing_plugin_warns_once_and_never_fails_the_computation(
+    inproc_client: Any,
+) -> None:
+    before = _cluster_state(inproc_client)
+    run = daskprofile.Run({"t0": time.perf_counter(), "finished": False})
+    collector = BrokenOnScheduler(inproc_client, stacks=False, resources=False, flush=0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        collector.start()
+        dd.attach(collector, run)
+        assert inproc_client.gather(inproc_client.map(slow, range(4))) == list(range(4))
+        time.sleep(0.2)
+        assert inproc_client.submit(slow, 9).result() == 9
+        dd.finish(collector, run)
+    ours = [w for w in caught if "daskprofile" in str(w.message)]
+    assert len(ours) == 1
+    assert "boom in the scheduler plugin" in str(ours[0].message)
+    assert [e["collector"] for e in run.meta["errors"]] == ["distributed"]
+    assert _cluster_state(inproc_client) == before
+
+
+def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any) -> None:
+    before = _cluster_state(inproc_client)
+    collector = BrokenOnWorkers(inproc_client)
+    with pytest.warns(RuntimeWarning, match="cannot set up"):
+        collector.start()
+    assert inproc_client.submit(slow, 3).result() == 3
+    collector.stop()
+    assert collector.failed
+    assert _cluster_state(inproc_client) == before
+    assert not _our_threads()
+
+
+def test_merge_tables_remaps_lookups() -> None:
+    a = {
+        "key": ["a-1"],
+        "group": np.array([0], np.uint32),
+        "worker": np.array([0], np.uint16),
+        "submit": np.array([1.0]),
+        "start": np.array([1.0]),
+        "stop": np.array([2.0]),
+        "error": np.array([0], np.uint16),
+        "compute": np.array([1], np.uint32),
+        "groups": ["a"],
+        "workers": ["thread 0"],
+        "error_types": [None],
+        "dropped": 0,
+    }
+    b = {
+        **a,
+        "key": ["b-1", "a-2"],
+        "group": np.array([0, 1], np.uint32),
+        "worker": np.array([0, 0], np.uint16),
+        "submit": np.array([3.0, 4.0]),
+        "start": np.array([3.0, 4.0]),
+        "stop": np.array([3.5, 4.5]),
+        "error": np.array([1, 0], np.uint16),
+        "compute": np.array([1, 1], np.uint32),
+        "groups": ["b", "a"],
+        "workers": ["tcp://w:1 thread 0"],
+        "error_types": [None, "ValueError"],
+        "dropped": 2,
+    }
+    merged = dd.merge_tasks(a, b)
+    assert merged is not None
+    run = daskprofile.Run(data={"tasks": merged})
+    tasks = run.tasks
+    assert list(tasks["group"]) == ["a", "b", "a"]
+    assert list(tasks["worker"]) == ["thread 0", "tcp://w:1 thread 0", "tcp://w:1 thread 0"]
+    assert list(tasks["error"].isna()) == [True, False, True]  # None (NaN under pandas 3)
+    assert tasks["error"][1] == "ValueError"
+    assert merged["dropped"] == 2
