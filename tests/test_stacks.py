@@ -237,7 +237,8 @@ def test_exports_folded_lines_and_shared_frames() -> None:
     lines = stacktree.to_folded_lines(trees)
     total = sum(tree["count"] for tree in trees.values())
     assert sum(int(line.rsplit(" ", 1)[1]) for line in lines) == total
-    assert any(line.startswith("spin;") and "spin (" in line for line in lines)
+    label = f"spin ({__file__}:{spin.__code__.co_firstlineno})"  # stable across runs
+    assert any(line.startswith("spin;") and label in line for line in lines)
 
     shared = stacktree.to_shared_frames(trees)
     assert set(shared.profiles) == {"spin", "other"}

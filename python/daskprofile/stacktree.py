@@ -156,10 +156,19 @@ def self_count(node: Tree) -> int:
     return int(node["count"]) - sum(int(c["count"]) for c in node["children"].values())
 
 
+def first_line(node: Tree) -> int:
+    """The line where the node's function starts (from its identifier), else its line."""
+    head, _, last = str(node["identifier"]).rpartition(";")
+    if head and last.isdigit():
+        return int(last)
+    return int(node["description"]["line_number"])
+
+
 def frame_label(node: Tree) -> str:
-    """``name (filename:line)`` for a node, safe for the folded format (no ``;``)."""
+    """``name (filename:first line)``: the same for a function on every path and in every
+    run (so folded files diff well), without ``;`` or newlines."""
     desc = node["description"]
-    label = f"{desc['name']} ({desc['filename']}:{desc['line_number']})"
+    label = f"{desc['name']} ({desc['filename']}:{first_line(node)})"
     return label.replace(";", ":").replace("\n", " ")
 
 
@@ -187,7 +196,8 @@ def to_folded_lines(trees: Mapping[str, Tree]) -> list[str]:
 class SharedFrames(NamedTuple):
     """Trees flattened the way speedscope's file format wants them.
 
-    ``frames`` is the shared frame table (``{"name", "file", "line"}``); ``profiles`` maps
+    ``frames`` is the shared frame table (``{"name", "file", "line"}``, ``line`` being where
+    the function starts, as speedscope expects); ``profiles`` maps
     each group to ``(samples, weights)``: each sample a stack of indices into ``frames``,
     outermost first, weighted by its number of samples.
     """
@@ -203,7 +213,7 @@ def to_shared_frames(trees: Mapping[str, Tree]) -> SharedFrames:
 
     def frame_id(node: Tree) -> int:
         desc = node["description"]
-        key = (desc["name"], desc["filename"], int(desc["line_number"]))
+        key = (desc["name"], desc["filename"], first_line(node))
         if key not in index:
             index[key] = len(frames)
             frames.append({"name": key[0], "file": key[1], "line": key[2]})
