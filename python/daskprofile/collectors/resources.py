@@ -139,7 +139,8 @@ class _Tree:
 
     root: psutil.Process
     tracked: dict[int, _Tracked] = field(default_factory=dict)
-    last: float | None = None  # wall time of the previous sample (time.time(), like psutil)
+    last: float | None = None  # time.time() of the previous sample (psutil's create times)
+    last_perf: float = 0.0  # perf_counter() of the previous sample (for intervals)
     debt: float = 0.0  # own CPU not yet subtracted (process CPU comes in 10 ms ticks)
 
     def __post_init__(self) -> None:
@@ -147,7 +148,7 @@ class _Tree:
 
     def sample(self, own_cpu: float) -> tuple[float, int, int]:
         """(cpu %, rss bytes, processes) since the previous call; ``own_cpu`` is subtracted."""
-        now = time.time()
+        now, now_perf = time.time(), perf_counter()
         seen: dict[int, _Tracked] = {}
         cpu_s, rss, count = 0.0, 0, 0
         for pid in self.descendants():
@@ -158,8 +159,8 @@ class _Tree:
             seen[pid] = tracked
             cpu_s, rss, count = cpu_s + delta, rss + mem, count + 1
         self.tracked = seen
-        elapsed = None if self.last is None else now - self.last
-        self.last = now
+        elapsed = None if self.last is None else now_perf - self.last_perf
+        self.last, self.last_perf = now, now_perf
         if not elapsed or elapsed <= 0:
             return 0.0, rss, count
         # the kernel's CPU is read in clock ticks: carry what cannot be subtracted yet
