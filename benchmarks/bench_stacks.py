@@ -10,7 +10,9 @@ pure-Python loop, registered as running a task the way the task hook does):
   ``interval`` then feeds each busy thread's frame to ``distributed.profile.process``
 - ``distributed.watch``: ``distributed.profile.watch(thread, "10ms", "1s")`` per busy thread
 
-Runs are interleaved and repeated; slowdown is the median of per-round ratios to ``off``.
+Runs are interleaved in a random order each round; slowdown is the median (and IQR) of
+per-round ratios to ``off``. Last, the rate inside a worker process of the processes
+scheduler (``ensure_worker_sampler``/``drain_worker_samples``) and its payload size.
 
     PYTHONPATH=python .venv/bin/python benchmarks/bench_stacks.py [--threads 1 2] [--rounds 7]
 """
@@ -18,18 +20,25 @@ Runs are interleaved and repeated; slowdown is the median of per-round ratios to
 from __future__ import annotations
 
 import argparse
+import pickle
 import random
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import Any
 
 from distributed import profile as dprofile
 
 from daskprofile import worker
-from daskprofile.collectors.stacks import StackCollector
+from daskprofile.collectors.stacks import (
+    StackCollector,
+    drain_worker_samples,
+    ensure_worker_sampler,
+)
 
 INTERVAL = 0.01
 
@@ -173,6 +182,33 @@ def bench(nthreads: int, rounds: int, seconds: float) -> list[dict[str, Any]]:
     return rows
 
 
+def worker_process_task(seconds: float) -> tuple[float, Any]:
+    """In a worker process, as the task hook does: ensure a sampler, run, drain."""
+    ensure_worker_sampler(INTERVAL, 1.0)
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    worker.task_started("hot-1", "hot")
+    try:
+        while time.perf_counter() < end:
+            hot(10_000)
+    finally:
+        worker.task_stopped()
+    return time.perf_counter() - t0, drain_worker_samples()
+
+
+def bench_worker_process(seconds: float = 1.0, rounds: int = 3) -> tuple[float, int]:
+    """(samples/s of the task in a worker process, pickled payload bytes of a later task)."""
+    rates, size = [], 0
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        pool.submit(worker_process_task, 0.1).result()  # warm up: frames sent once
+        for _ in range(rounds):
+            elapsed, payload = pool.submit(worker_process_task, seconds).result()
+            n = sum(c for _, groups in payload["buckets"] for st in groups.values() for _, c in st)
+            rates.append(n / elapsed)
+            size = len(pickle.dumps(payload))
+    return statistics.median(rates), size
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -195,6 +231,11 @@ def main() -> None:
                 f"{'({:+.1f}, {:+.1f})'.format(*row['slowdown_iqr']):>15} "
                 f"{row['samples_per_s_per_thread']:>17.1f}"
             )
+    rate, size = bench_worker_process()
+    print(
+        f"\nprocesses scheduler, task in a worker process: {rate:.1f} samples/s; "
+        f"payload of a later 1 s task: {size} bytes pickled"
+    )
 
 
 if __name__ == "__main__":
