@@ -6,13 +6,14 @@
 
 import { Column } from './columns';
 
-/** First index i in [0, n) with arr[i] >= value (n when none). */
+/** First index i in [from, n) with arr[i] >= value (n when none). */
 export function lowerBound(
   arr: ArrayLike<number>,
   n: number,
-  value: number
+  value: number,
+  from = 0
 ): number {
-  let lo = 0;
+  let lo = from;
   let hi = n;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
@@ -31,6 +32,10 @@ export class LaneIndex {
   readonly rows = new Column(Int32Array);
   readonly starts = new Column(Float64Array);
   readonly stops = new Column(Float64Array);
+  /** Sum of the durations of the tasks before each index (length + 1 entries). */
+  readonly cumulative = new Column(Float64Array);
+  /** Longest task in each block of BLOCK tasks (for aggregated columns). */
+  readonly blockMax = new Column(Float64Array);
 
   get length(): number {
     return this.rows.length;
@@ -51,9 +56,37 @@ export class LaneIndex {
     this.rows.push(row);
     this.starts.push(start);
     this.stops.push(stop);
-    if (stop - start > this._maxDuration) {
-      this._maxDuration = stop - start;
+    this._index(this.length - 1);
+  }
+
+  /** Update the duration sums and block maxima for the task at `i` (appended last). */
+  private _index(i: number): void {
+    const d = this.stops.data[i] - this.starts.data[i];
+    if (d > this._maxDuration) {
+      this._maxDuration = d;
     }
+    if (this.cumulative.length === 0) {
+      this.cumulative.push(0);
+    }
+    this.cumulative.push(this.cumulative.data[i] + d);
+    const b = Math.floor(i / BLOCK);
+    if (b === this.blockMax.length) {
+      this.blockMax.push(d);
+    } else if (d > this.blockMax.data[b]) {
+      this.blockMax.data[b] = d;
+    }
+  }
+
+  /** Longest task among indices [i, j). */
+  maxDurationIn(i: number, j: number): number {
+    let m = 0;
+    const bm = this.blockMax.data;
+    for (let b = Math.floor(i / BLOCK); b * BLOCK < j; b++) {
+      if (bm[b] > m) {
+        m = bm[b];
+      }
+    }
+    return m;
   }
 
   /** Restore start order after out-of-order appends (rare: tasks arrive by stop). */
@@ -73,6 +106,12 @@ export class LaneIndex {
       this.rows.data[i] = rows[j];
       this.starts.data[i] = s[j];
       this.stops.data[i] = e[j];
+    }
+    this.cumulative.clear();
+    this.blockMax.clear();
+    this._maxDuration = 0;
+    for (let i = 0; i < n; i++) {
+      this._index(i);
     }
     this._sorted = true;
   }
@@ -108,6 +147,12 @@ export class LaneIndex {
   private _sorted = true;
   private _maxDuration = 0;
 }
+
+/** Tasks per block of the block maxima. */
+const BLOCK = 64;
+
+/** Tasks in one pixel column above which the column is summed, not iterated. */
+const DENSE = 16;
 
 /** Rectangles to draw for one frame, in pixels (x only; lanes give y). */
 export class RectBuffer {
@@ -236,15 +281,18 @@ export function laneRects(
     col = -1;
   };
 
+  const cumulative = lane.cumulative.data;
+  let visited = 0;
   let i = lane.firstVisible(v0);
-  const visitedFrom = i;
-  for (; i < n; i++) {
+  while (i < n) {
     const s = starts[i];
     if (s > v1) {
       break;
     }
     const e = stops[i];
+    visited++;
     if (e < v0) {
+      i++;
       continue;
     }
     const x0 = (s - v0) * k;
@@ -253,14 +301,17 @@ export function laneRects(
     if (x1 - x0 >= 1) {
       flush();
       runIndex = -1;
+      // snapped to whole pixels: no anti-aliasing work for the rasteriser
+      const a = Math.max(-1, Math.round(x0));
       out.push(
-        Math.max(-1, x0),
-        Math.min(width + 1, x1),
+        a,
+        Math.max(a + 1, Math.min(width + 1, Math.round(x1))),
         laneIndex,
         groupOfRow[row],
         3,
         row
       );
+      i++;
       continue;
     }
     const c = Math.min(width - 1, Math.max(0, Math.floor(x0)));
@@ -271,6 +322,23 @@ export function laneRects(
       best = -1;
       tasksInCol = 0;
     }
+    // a dense column: sum its tasks (prefix sums) instead of visiting them one by one,
+    // unless one of them is wide enough to be drawn on its own
+    if (i + DENSE < n && starts[i + DENSE] < v0 + (c + 1) / k) {
+      const j = lowerBound(starts, n, v0 + (c + 1) / k, i + DENSE);
+      if (lane.maxDurationIn(i, j) * k < 1) {
+        cover += (cumulative[j] - cumulative[i]) * k;
+        tasksInCol += j - i;
+        const mid = rows[(i + j) >>> 1];
+        if (best < 0.5) {
+          best = 0.5;
+          bestGroup = groupOfRow[mid];
+          bestRow = mid;
+        }
+        i = j;
+        continue;
+      }
+    }
     const w = x1 - x0;
     cover += w;
     tasksInCol++;
@@ -279,9 +347,10 @@ export function laneRects(
       bestGroup = groupOfRow[row];
       bestRow = row;
     }
+    i++;
   }
   flush();
-  out.visited += i - visitedFrom;
+  out.visited += visited;
 }
 
 /**
@@ -365,4 +434,80 @@ export function decimate(
     }
   }
   return out;
+}
+
+/** Pack an RGB colour as a little-endian RGBA pixel (opaque). */
+export function packPixel(r: number, g: number, b: number): number {
+  return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
+}
+
+/** Where the lanes are on the pixel grid of a RectBuffer's frame. */
+export interface IPixelGrid {
+  /** Device pixels per CSS pixel. */
+  dpr: number;
+  /** Width and height of the pixel buffer. */
+  width: number;
+  height: number;
+  /** Top (inclusive) and bottom (exclusive) device row of each lane. */
+  laneTop: ArrayLike<number>;
+  laneBottom: ArrayLike<number>;
+}
+
+/**
+ * Paint the rectangles straight into a pixel buffer: each lane's first row is painted,
+ * then copied to the lane's other rows, so the cost is bounded by the plot's pixels, not
+ * by canvas calls. Rows are copied whole: the lanes' rows must not hold anything else.
+ * `palette[group * 4 + level]` is the packed colour, already blended with the background.
+ */
+export function paintRects(
+  buffer: RectBuffer,
+  pixels: Uint32Array,
+  grid: IPixelGrid,
+  palette: Uint32Array,
+  groups: number
+): void {
+  const { dpr, width, height, laneTop, laneBottom } = grid;
+  for (let i = 0; i < buffer.length; i++) {
+    let x0 = Math.round(buffer.x0[i] * dpr);
+    let x1 = Math.round(buffer.x1[i] * dpr);
+    if (x1 <= x0) {
+      x1 = x0 + 1;
+    }
+    if (x0 < 0) {
+      x0 = 0;
+    }
+    if (x1 > width) {
+      x1 = width;
+    }
+    if (x0 >= x1) {
+      continue;
+    }
+    const lane = buffer.lane[i];
+    const y0 = laneTop[lane];
+    if (y0 < 0 || y0 >= height) {
+      continue;
+    }
+    // paint the lane's first row only; the other rows are copied from it below
+    const color =
+      palette[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i]];
+    const row = y0 * width;
+    if (x1 - x0 < 16) {
+      for (let x = row + x0; x < row + x1; x++) {
+        pixels[x] = color;
+      }
+    } else {
+      pixels.fill(color, row + x0, row + x1);
+    }
+  }
+  for (let lane = 0; lane < laneTop.length; lane++) {
+    const y0 = laneTop[lane];
+    if (y0 < 0 || y0 >= height) {
+      continue;
+    }
+    const from = y0 * width;
+    const y1 = Math.min(height, laneBottom[lane]);
+    for (let y = y0 + 1; y < y1; y++) {
+      pixels.copyWithin(y * width, from, from + width);
+    }
+  }
 }

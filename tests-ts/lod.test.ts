@@ -7,6 +7,8 @@ import {
   LaneIndex,
   laneRects,
   lowerBound,
+  packPixel,
+  paintRects,
   RectBuffer
 } from '../src/lod';
 
@@ -55,6 +57,7 @@ describe('lod', () => {
     assert.equal(out.row[0], 0);
     assert.equal(out.x0[0], -1);
     assert.equal(out.x1[0], 101);
+    assert.equal(l.maxDurationIn(0, 2), 100);
   });
 
   it('merges sub-pixel tasks into per-column runs', () => {
@@ -66,7 +69,8 @@ describe('lod', () => {
     const l = lane(tasks);
     const out = new RectBuffer();
     laneRects(l, 3, new Uint16Array(10000), 0, 10, 100, out);
-    assert.equal(out.visited, 10000);
+    // dense columns are summed, not visited task by task
+    assert.ok(out.visited < 1000, String(out.visited));
     // one group, fully covered: a single run across the width
     assert.equal(out.length, 1);
     assert.equal(out.x0[0], 0);
@@ -149,5 +153,55 @@ describe('decimate', () => {
     assert.equal(d.max[1], 9);
     assert.equal(d.last[1], 9);
     assert.deepEqual(decimate(time, values, 0, 0, 1, 10).x, []);
+  });
+});
+
+describe('lod: dense columns', () => {
+  it('keeps a wide task among dense ones and sums coverage', () => {
+    const l = new LaneIndex();
+    // 100 tiny tasks in [0, 0.1), then one long task [0.1, 5), then tiny ones again
+    for (let i = 0; i < 100; i++) {
+      l.push(i, i * 0.001, i * 0.001 + 0.0005);
+    }
+    l.push(100, 0.1, 5);
+    for (let i = 0; i < 100; i++) {
+      l.push(101 + i, 5 + i * 0.001, 5 + i * 0.001 + 0.001);
+    }
+    const groups = new Uint16Array(201).map((_, r) => (r === 100 ? 9 : 1));
+    const out = new RectBuffer();
+    laneRects(l, 0, groups, 0, 10, 100, out);
+    const wide = Array.from({ length: out.length }, (_, i) => i).filter(
+      i => out.group[i] === 9
+    );
+    assert.equal(wide.length, 1);
+    assert.deepEqual([out.x0[wide[0]], out.x1[wide[0]]], [1, 50]);
+    // column 0: 100 tasks x 0.5 ms = 50 ms of a 100 ms column: half covered (level 2)
+    assert.equal(out.x0[0], 0);
+    assert.equal(out.level[0], 2);
+    assert.ok(Math.abs(l.cumulative.data[201] - (0.05 + 4.9 + 0.1)) < 1e-9);
+  });
+});
+
+describe('lod: pixels', () => {
+  it('paints rectangles into a pixel buffer, clipped to it', () => {
+    const out = new RectBuffer();
+    out.push(-1, 2, 0, 0, 3, 0); // clipped on the left
+    out.push(3, 3.2, 1, 1, 0, 1); // thinner than a pixel: one pixel
+    const pixels = new Uint32Array(5 * 4);
+    const palette = new Uint32Array(8);
+    palette[0 * 4 + 3] = 7;
+    palette[1 * 4 + 0] = 9;
+    paintRects(
+      out,
+      pixels,
+      { dpr: 1, width: 5, height: 4, laneTop: [0, 2], laneBottom: [2, 4] },
+      palette,
+      2
+    );
+    assert.deepEqual(
+      Array.from(pixels),
+      [7, 7, 0, 0, 0, 7, 7, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 9, 0]
+    );
+    assert.equal(packPixel(1, 2, 3), 0xff030201);
   });
 });

@@ -23,7 +23,11 @@ export abstract class CanvasView {
     this.ctx = ctx;
     this._height = height;
     if (typeof ResizeObserver !== 'undefined') {
-      this._observer = new ResizeObserver(() => this.schedule());
+      this._observer = new ResizeObserver(entries => {
+        // the width comes from the observer, so drawing never forces a layout
+        this._observedWidth = entries[entries.length - 1].contentRect.width;
+        this.schedule();
+      });
       this._observer.observe(this.node);
     }
   }
@@ -85,7 +89,8 @@ export abstract class CanvasView {
       return;
     }
     const t = performance.now();
-    const width = this.node.clientWidth;
+    const width =
+      this._observedWidth >= 0 ? this._observedWidth : this.node.clientWidth;
     if (width <= 0) {
       return;
     }
@@ -122,6 +127,7 @@ export abstract class CanvasView {
   ): void;
 
   private _width = 0;
+  private _observedWidth = -1;
   private _height: number;
   private _frame = 0;
   private _lastFrameMs = 0;

@@ -183,7 +183,7 @@ export class ProfilePanel extends Widget {
   private _updateData(): void {
     const model = this._controller.model;
     const run = model.current;
-    const data = this.node.dataset;
+    const data: { [key: string]: string } = {};
     data.runs = String(model.runs.length);
     data.run = run ? String(run.id) : '';
     data.runState = run ? (run.finished ? 'finished' : 'live') : '';
@@ -198,6 +198,13 @@ export class ProfilePanel extends Widget {
     data.selection = sel ? `${sel[0]},${sel[1]}` : '';
     data.paused = String(model.paused);
     data.rejected = String(model.rejected);
+    const dataset = this.node.dataset;
+    for (const [key, value] of Object.entries(data)) {
+      // only what changed: an attribute write invalidates style
+      if (dataset[key] !== value) {
+        dataset[key] = value;
+      }
+    }
   }
 
   private _render(): void {

@@ -6,7 +6,14 @@
  */
 
 import { formatDuration, formatTick, niceTicks } from '../format';
-import { drawOrder, laneRects, LEVEL_ALPHA, RectBuffer } from '../lod';
+import { parseCssColor, parseHex, RGB } from '../colors';
+import {
+  laneRects,
+  LEVEL_ALPHA,
+  packPixel,
+  paintRects,
+  RectBuffer
+} from '../lod';
 import { ChangeKind, ProfileModel, RunData } from '../model';
 import { CanvasView, fitText, GUTTER, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
@@ -103,33 +110,12 @@ export class TaskStreamView extends CanvasView {
         laneRects(lane, i, groupOf, v0, v1, plotW, this._rects);
       }
     });
-    const colors = this._colors(run);
     const buffer = this._rects;
-    this._order = drawOrder(buffer, colors.length, this._order);
-    const gap = laneH > 6 ? 1 : 0;
+    this._paint(ctx, run, v0, v1, plotW, laneH);
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
     ctx.clip();
-    let key = -1;
-    for (let k = 0; k < buffer.length; k++) {
-      const i = this._order[k];
-      const g = Math.min(buffer.group[i], colors.length - 1);
-      const next = g * 4 + buffer.level[i];
-      if (next !== key) {
-        key = next;
-        ctx.fillStyle = colors[g];
-        ctx.globalAlpha = LEVEL_ALPHA[buffer.level[i]];
-      }
-      const x0 = buffer.x0[i];
-      ctx.fillRect(
-        GUTTER + x0,
-        AXIS + buffer.lane[i] * laneH,
-        buffer.x1[i] - x0,
-        laneH - gap
-      );
-    }
-    ctx.globalAlpha = 1;
     this._drawHover(ctx, run, v0, v1, plotW);
     this._drawSelection(ctx, v0, v1, plotW, height);
     ctx.restore();
@@ -139,13 +125,80 @@ export class TaskStreamView extends CanvasView {
     this.canvas.dataset.view = `${v0},${v1}`;
   }
 
-  private _colors(run: RunData): string[] {
-    const n = Math.max(1, run.groups.length);
-    const out: string[] = new Array(n);
-    for (let g = 0; g < n; g++) {
-      out[g] = run.group(g).color;
+  /**
+   * The plot area as pixels: background, grid lines, then every rectangle, written into
+   * an ImageData and put on the canvas in one call.
+   */
+  private _paint(
+    ctx: CanvasRenderingContext2D,
+    run: RunData,
+    v0: number,
+    v1: number,
+    plotW: number,
+    laneH: number
+  ): void {
+    const dpr = window.devicePixelRatio || 1;
+    const px = Math.round(GUTTER * dpr);
+    const py = Math.round(AXIS * dpr);
+    const width = Math.max(1, this.canvas.width - px);
+    const h = Math.max(1, this.canvas.height - py);
+    if (
+      !this._image ||
+      this._image.width !== width ||
+      this._image.height !== h
+    ) {
+      this._image = ctx.createImageData(width, h);
+      this._pixels = new Uint32Array(this._image.data.buffer);
     }
-    return out;
+    const pixels = this._pixels!;
+    const theme = this.theme;
+    const bg = parseCssColor(theme.background) ?? [255, 255, 255];
+    const gridRgb = parseCssColor(theme.grid) ?? bg;
+    pixels.fill(packPixel(bg[0], bg[1], bg[2]));
+    const gridPixel = packPixel(gridRgb[0], gridRgb[1], gridRgb[2]);
+    for (const t of niceTicks(v0, v1, Math.max(2, Math.floor(plotW / 90)))) {
+      const x = Math.round(((t - v0) / (v1 - v0)) * plotW * dpr);
+      if (x >= 0 && x < width) {
+        for (let y = 0; y < h; y++) {
+          pixels[y * width + x] = gridPixel;
+        }
+      }
+    }
+    const lanes = run.lanes.length;
+    const gap = laneH > 6 ? 1 : 0;
+    const laneTop = new Int32Array(lanes);
+    const laneBottom = new Int32Array(lanes);
+    for (let l = 0; l < lanes; l++) {
+      laneTop[l] = Math.round(l * laneH * dpr);
+      laneBottom[l] = Math.max(
+        laneTop[l] + 1,
+        Math.round(((l + 1) * laneH - gap) * dpr)
+      );
+    }
+    const groups = Math.max(1, run.groups.length);
+    const palette = this._palette(run, groups, bg);
+    paintRects(
+      this._rects,
+      pixels,
+      { dpr, width, height: h, laneTop, laneBottom },
+      palette,
+      groups
+    );
+    ctx.putImageData(this._image, px, py);
+  }
+
+  /** Packed colours per (group, opacity level), blended with the background. */
+  private _palette(run: RunData, groups: number, bg: RGB): Uint32Array {
+    const palette = new Uint32Array(groups * 4);
+    for (let g = 0; g < groups; g++) {
+      const rgb = parseHex(run.group(g).color) ?? [128, 128, 128];
+      for (let level = 0; level < 4; level++) {
+        const a = LEVEL_ALPHA[level];
+        const mixc = (i: number) => Math.round(bg[i] + (rgb[i] - bg[i]) * a);
+        palette[g * 4 + level] = packPixel(mixc(0), mixc(1), mixc(2));
+      }
+    }
+    return palette;
   }
 
   private _drawAxis(
@@ -441,7 +494,8 @@ export class TaskStreamView extends CanvasView {
   private _viewport: TimeViewport;
   private _tooltip: Tooltip;
   private _rects = new RectBuffer();
-  private _order: Int32Array = new Int32Array(1024);
+  private _image: ImageData | null = null;
+  private _pixels: Uint32Array | null = null;
   private _laneH = 0;
   private _hoverRow = -1;
   private _mouse: [number, number] = [0, 0];
