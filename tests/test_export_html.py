@@ -241,7 +241,7 @@ def test_level_of_detail_merges_short_tasks(
     arrays = task_arrays(run)
     single, short, pixel = _lod.split_tasks(arrays)
     assert len(single) + len(short) == len(run.tasks)
-    assert "long-1" in arrays.key[single].tolist()
+    assert "long-1" in arrays.keys(single)
     busy = _lod.merge_busy(arrays, short, pixel)
     assert busy.count.sum() == len(short)
     duration = arrays.stop[short] - arrays.start[short]
@@ -290,3 +290,36 @@ def test_performance_report_renders_offline_with_calling_code(
     assert "Dask Performance Report" in body
     assert "Calling code" in body
     assert "def test_performance_report_renders_offline_with_calling_code" in body
+
+
+def test_cache_total_is_the_sum_of_group_occupancies(hostile_run: Any) -> None:
+    from daskprofile.export._plots import cache_lines
+
+    cache = hostile_run.cache.sort_values("time", kind="stable")
+    assert len(cache) > 0
+    occupancy: dict[str, float] = {}
+    expected = []
+    for group, metric in zip(cache["group"], cache["metric"], strict=True):
+        occupancy[group] = metric
+        expected.append(sum(occupancy.values()))
+    lines = cache_lines(hostile_run)
+    label, _, total, _ = lines[0]
+    assert label == "total"
+    np.testing.assert_allclose(total, expected)
+    assert {name for name, *_ in lines[1:]} <= set(cache["group"])
+
+
+def test_decimate_keeps_extremes_of_every_bin() -> None:
+    x = np.linspace(0, 10, 100_000)
+    y = np.sin(x * 50) + (x > 7.3) * 5
+    dx, dy = _lod.decimate(x, y, bins=500)
+    assert len(dx) <= 4 * 500
+    assert np.all(np.diff(dx) >= 0)
+    assert dy.max() == y.max()
+    assert dy.min() == y.min()
+    edges = np.linspace(0, 10, 501)
+    for lo, hi in zip(edges[:-1:50], edges[1::50], strict=True):
+        inside = (x >= lo) & (x < hi)
+        kept = (dx >= lo) & (dx < hi)
+        assert dy[kept].max() == y[inside].max()
+        assert dy[kept].min() == y[inside].min()

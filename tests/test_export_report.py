@@ -101,7 +101,7 @@ def test_with_a_distributed_client_the_report_says_what_it_misses(tmp_path: Path
     path = tmp_path / "client.html"
     with (
         distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster),
         performance_report(filename=path),

@@ -44,7 +44,7 @@ class RunLike(Protocol):
 class TaskArrays:
     """The tasks of a run as numpy columns, lanes and groups as small integer codes."""
 
-    key: np.ndarray  # object (str)
+    key_column: pd.Series  # str keys, read through ``keys`` (converting all is costly)
     group: np.ndarray  # int32 index into ``groups``
     lane: np.ndarray  # int32 index into ``lanes``
     submit: np.ndarray  # float64 seconds since t0 (NaN if unknown)
@@ -58,6 +58,11 @@ class TaskArrays:
     def __len__(self) -> int:
         return len(self.start)
 
+    def keys(self, rows: np.ndarray | list[int] | None = None) -> list[str]:
+        """Keys of ``rows`` (all tasks if None), as Python strings."""
+        column = self.key_column if rows is None else self.key_column.iloc[rows]
+        return [str(k) for k in column.to_numpy(object)]
+
 
 _NUMBER = re.compile(r"(\d+)")
 
@@ -69,7 +74,7 @@ def natural_key(text: str) -> tuple[Any, ...]:
 
 def _codes(values: pd.Series, order: Any = None) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a string column and the names they index, in ``order``."""
-    codes, names = pd.factorize(values.astype(str), sort=order is None)
+    codes, names = pd.factorize(values, sort=order is None, use_na_sentinel=False)
     labels = [str(n) for n in names]
     if order is None:
         return codes.astype(np.int32), labels
@@ -89,13 +94,13 @@ def task_arrays(run: RunLike) -> TaskArrays:
     group, groups = _codes(df["group"])
     lane, lanes = _codes(df["worker"], order=natural_key)
     return TaskArrays(
-        key=df["key"].astype(str).to_numpy(object),
+        key_column=df["key"].reset_index(drop=True),
         group=group,
         lane=lane,
         submit=df["submit"].to_numpy(float),
         start=start,
         stop=stop,
-        error=(df["status"].astype(str) != "ok").to_numpy(bool),
+        error=(df["status"] != "ok").to_numpy(bool),
         error_type=df["error"].to_numpy(object),
         groups=groups,
         lanes=lanes,

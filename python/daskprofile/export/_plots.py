@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import pandas as pd
 
 from ._common import RunLike, TaskArrays, group_color, task_arrays
 from ._flame import flame_columns
@@ -94,7 +95,7 @@ def _task_source(arrays: TaskArrays, rows: np.ndarray) -> Any:
             "g": arrays.group[rows].astype(np.int16 if len(arrays.groups) < 32_000 else np.int32),
             "wait": (arrays.start[rows] - arrays.submit[rows]).astype(np.float32),
             "err": err,
-            "key": arrays.key[rows].tolist(),
+            "key": arrays.keys(rows),
         }
     )
     source.tags = [errors]
@@ -326,17 +327,23 @@ def cache_lines(run: RunLike) -> list[tuple[str, np.ndarray, np.ndarray, str]]:
     cache = run.cache
     if not len(cache):
         return []
-    cache = cache.sort_values("time", kind="stable")
-    t = cache["time"].to_numpy(float)
-    groups = cache["group"].astype(str).to_numpy(object)
-    metric = cache["metric"].to_numpy(float)
-    prev = cache.groupby("group", sort=False)["metric"].shift(1).fillna(0).to_numpy(float)
+    by_time = np.argsort(cache["time"].to_numpy(float), kind="stable")
+    t = cache["time"].to_numpy(float)[by_time]
+    metric = cache["metric"].to_numpy(float)[by_time]
+    codes, names = pd.factorize(cache["group"].iloc[by_time], use_na_sentinel=False)
+    # the previous occupancy of the same group, to sum changes into a total
+    by_group = np.argsort(codes, kind="stable")
+    prev = np.zeros(len(metric))
+    same = codes[by_group[1:]] == codes[by_group[:-1]]
+    prev[by_group[1:][same]] = metric[by_group[:-1][same]]
     total = np.cumsum(metric - prev)
-    peaks = cache.groupby("group")["metric"].max().sort_values(ascending=False, kind="stable")
+    peak = np.full(len(names), -np.inf)
+    np.maximum.at(peak, codes, metric)
     lines = [("total", *decimate(t, total), "#444444")]
-    for name in peaks.index[:CACHE_GROUPS]:
-        mask = groups == str(name)
-        lines.append((str(name), *decimate(t[mask], metric[mask]), group_color(str(name))))
+    for i in np.argsort(-peak, kind="stable")[:CACHE_GROUPS].tolist():
+        mask = codes == i
+        name = str(names[i])
+        lines.append((name, *decimate(t[mask], metric[mask]), group_color(name)))
     return lines
 
 

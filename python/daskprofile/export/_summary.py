@@ -131,10 +131,10 @@ def _errors_html(arrays: TaskArrays) -> str:
     failed = np.flatnonzero(arrays.error)
     if not len(failed):
         return ""
+    shown = failed[:MAX_ERROR_ROWS]
     items = "".join(
-        f"<li><code>{escape(str(arrays.key[i]))}</code>: "
-        f"{escape(str(arrays.error_type[i] or 'error'))}</li>"
-        for i in failed[:MAX_ERROR_ROWS]
+        f"<li><code>{escape(key)}</code>: {escape(str(arrays.error_type[i] or 'error'))}</li>"
+        for i, key in zip(shown.tolist(), arrays.keys(shown), strict=True)
     )
     more = (
         f"<li>... {len(failed) - MAX_ERROR_ROWS:,} more</li>"
@@ -151,11 +151,11 @@ def _slowest_html(arrays: TaskArrays) -> str:
     duration = arrays.stop - arrays.start
     top = np.argsort(-duration, kind="stable")[:SLOWEST_ROWS]
     rows = "".join(
-        f"<tr><td><code>{escape(str(arrays.key[i]))}</code></td>"
+        f"<tr><td><code>{escape(key)}</code></td>"
         f"<td>{escape(arrays.groups[arrays.group[i]])}</td>"
         f"<td>{escape(arrays.lanes[arrays.lane[i]])}</td>"
         f"<td>{format_seconds(float(duration[i]))}</td></tr>"
-        for i in top.tolist()
+        for i, key in zip(top.tolist(), arrays.keys(top), strict=True)
     )
     head = "<tr><th>key</th><th>group</th><th>worker</th><th>duration</th></tr>"
     return (

@@ -52,7 +52,8 @@ def _task_events(arrays: TaskArrays) -> Iterator[str]:
     tids = (arrays.lane + 1).tolist()
     groups = arrays.group.tolist()
     failed = arrays.error.tolist()
-    for i in np.argsort(arrays.start, kind="stable").tolist():
+    order = np.argsort(arrays.start, kind="stable")
+    for i, key in zip(order.tolist(), arrays.keys(order), strict=True):
         if failed[i]:
             status = f',"status":"error","error":{json.dumps(arrays.error_type[i])}'
         else:
@@ -60,7 +61,7 @@ def _task_events(arrays: TaskArrays) -> Iterator[str]:
         yield (
             f'{{"name":{names[groups[i]]},"cat":"task","ph":"X","ts":{ts[i]!r},'
             f'"dur":{dur[i]!r},"pid":{PID},"tid":{tids[i]},'
-            f'"args":{{"key":{json.dumps(arrays.key[i])}{waits[i]}{status}}}}}'
+            f'"args":{{"key":{json.dumps(key)}{waits[i]}{status}}}}}'
         )
 
 
