@@ -78,9 +78,8 @@ class TaskEvent:
         extra: dict[str, Any] | None = None,
     ) -> None:
         self.key = key
-        self.start = start
+        self.start = self.submit = start
         self.stop = stop
-        self.submit = start
         self.pid = pid
         self.tid = tid
         self.error = error
@@ -169,19 +168,40 @@ def _overrides(listener: Any, name: str) -> bool:
 # ---------------------------------------------------------------- where tasks run
 
 _tls = threading.local()
+_pid = os.getpid()
 
 
-def _task_key(obj: Any) -> Hashable:
-    try:
-        return obj[0].key  # type: ignore[no-any-return]
-    except Exception:
-        return None
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _is_identity(fn: Any) -> bool:
+    return fn is _identity or (
+        getattr(fn, "__name__", None) == "identity"
+        and getattr(fn, "__module__", None) == "dask.local"
+    )
+
+
+def _task_started(key: Hashable, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
+    if track:
+        _worker.task_started(key_label(key), key_group(key))
+    for hook in hooks:
+        _call_hook(hook.on_start, key)
 
 
 class _Loads:
     """``loads`` wrapper: a task's start where it runs; unwraps results where scheduled."""
 
-    __slots__ = ("compute", "hooks", "inner", "track")
+    __slots__ = ("compute", "hooks", "identity", "inner", "slow", "track")
 
     def __init__(
         self,
@@ -191,37 +211,43 @@ class _Loads:
         hooks: tuple[WorkerHook, ...] = (),
     ) -> None:
         self.inner = inner
+        self.identity = _is_identity(inner)
         self.compute = compute
         self.track = track
         self.hooks = hooks
+        self.slow = track or bool(hooks)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_Loads, (self.inner, None, self.track, self.hooks))
 
     def __call__(self, obj: Any) -> Any:
-        if type(obj) is TaskEvent:
-            return self.inner(self.compute.unwrap(obj))  # type: ignore[union-attr]
-        out = self.inner(obj)
-        key = _task_key(out)
+        if type(obj) is TaskEvent:  # the scheduling side receiving a result
+            payload = self.compute.unwrap(obj)  # type: ignore[union-attr]
+            return payload if self.identity else self.inner(payload)
+        out = obj if self.identity else self.inner(obj)
+        try:
+            key = out[0].key
+        except Exception:
+            key = None
         _tls.task = (key, perf_counter())  # after unpickling: the task runs from here
-        if self.track:
-            _worker.task_started(key_label(key), key_group(key))
-        for hook in self.hooks:
-            _call_hook(hook.on_start, key)
+        if self.slow:
+            _task_started(key, self.track, self.hooks)
         return out
 
 
 class _Dumps:
     """``dumps`` wrapper: a task's stop where it runs, result wrapped in a TaskEvent."""
 
-    __slots__ = ("hooks", "inner", "track")
+    __slots__ = ("hooks", "identity", "inner", "slow", "track")
 
     def __init__(
         self, inner: Callable[[Any], Any], track: bool = False, hooks: tuple[WorkerHook, ...] = ()
     ) -> None:
         self.inner = inner
+        self.identity = _is_identity(inner)
         self.track = track
         self.hooks = hooks
+        self.slow = track or bool(hooks)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_Dumps, (self.inner, self.track, self.hooks))
@@ -229,13 +255,12 @@ class _Dumps:
     def __call__(self, obj: Any) -> Any:
         task = getattr(_tls, "task", None)
         if task is None:  # the scheduling side packing a task
-            return self.inner(obj)
+            return obj if self.identity else self.inner(obj)
         stop = perf_counter()
         _tls.task = None
-        extra = _task_done(self.track, self.hooks)
-        ev = TaskEvent(task[0], task[1], stop, os.getpid(), get_ident(), None, None, extra)
-        ev.payload = self.inner(obj)
-        return ev
+        extra = _task_done(self.track, self.hooks) if self.slow else None
+        payload = obj if self.identity else self.inner(obj)
+        return TaskEvent(task[0], task[1], stop, _pid, get_ident(), None, payload, extra)
 
 
 class _PackException:
@@ -261,7 +286,7 @@ class _PackException:
         task = getattr(_tls, "task", None) or (None, stop)
         _tls.task = None
         extra = _task_done(self.track, self.hooks)
-        ev = TaskEvent(task[0], task[1], stop, os.getpid(), get_ident(), type(exc).__name__)
+        ev = TaskEvent(task[0], task[1], stop, _pid, get_ident(), type(exc).__name__)
         ev.extra = extra
         inner_dumps = dumps.inner if type(dumps) is _Dumps else dumps
         try:
@@ -390,7 +415,7 @@ class Compute:
 
     def _orphan(self, key: Hashable) -> TaskEvent:
         now = perf_counter()
-        ev = TaskEvent(key, now, now, os.getpid(), get_ident())
+        ev = TaskEvent(key, now, now, _pid, get_ident())
         ev.submit = self._submitted.pop(key, now)
         return ev
 

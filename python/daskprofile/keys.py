@@ -33,6 +33,18 @@ def _is_token(word: str) -> bool:
     return len(word) == 8 and word[0] in _HEX
 
 
+def stem_end(name: str) -> int:
+    """Where the first token word (a number, a hash) of a ``-``-separated name starts,
+    or -1: ``'inc-e6382f4d-1cc7'`` -> 4. The group depends only on ``name[:stem_end]``."""
+    i = name.find("-")
+    while i > 0:
+        j = name.find("-", i + 1)
+        if _is_token(name[i + 1 : j] if j >= 0 else name[i + 1 :]):
+            return i + 1
+        i = j
+    return -1
+
+
 def _remember(name: str, group: str) -> str:
     if len(_memo) >= _MEMO_MAX:
         _memo.clear()
@@ -45,13 +57,14 @@ def name_group(name: str) -> str:
     group = _memo.get(name)
     if group is not None:
         return group
-    head, sep, tail = name.rpartition("-")
-    if sep and head and _is_token(tail):
-        # the group depends only on the words before the first token: memoise the head,
+    end = stem_end(name)
+    if end > 0:
+        # the group depends only on the words before the first token: memoise that stem,
         # so unique keys ('inc-<uuid>') share one entry
-        group = _memo.get(head)
+        stem = name[: end - 1]
+        group = _memo.get(stem)
         if group is None:
-            group = _remember(head, key_split(head))
+            group = _remember(stem, key_split(stem))
         return group
     return _remember(name, key_split(name))
 
@@ -151,8 +164,8 @@ class GroupIndex:
         gid = self._names.get(name)
         if gid is not None:
             return gid
-        head, sep, tail = name.rpartition("-")
-        short = head if sep and head and _is_token(tail) else name
+        end = stem_end(name)
+        short = name[:end] if end > 0 else name
         gid = self._names.get(short)
         if gid is None:
             gid = self._names[short] = self.group_id(task_group(key, task))

@@ -205,6 +205,7 @@ class profile:
         self.run: Run | None = None
         self._listeners: list[Any] = []
         self._samplers: list[tuple[str, Any]] = []
+        self._starters: list[threading.Thread] = []
 
     # ------------------------------------------------------------ wiring
     def _wire_tasks(self, run: Run, o: ProfileOptions) -> None:
@@ -213,7 +214,7 @@ class profile:
             self._listeners.append(tasks)
             run.attach("tasks", tasks.snapshot)
         if o.cache:
-            cache = CacheCollector(o.metric, o.max_records)
+            cache = CacheCollector(o.metric, o.max_records, t0=run.t0)
             self._listeners.append(cache)
             run.attach("cache", cache.snapshot)
 
@@ -246,8 +247,7 @@ class profile:
         self._wire_stacks(run, self.options)
         for listener in self._listeners:
             listener.errors = run.meta["errors"]
-        for name, sampler in self._samplers:
-            _guarded(run, name, sampler.start)
+        self._starters = [_start_in_background(run, name, s) for name, s in self._samplers]
         with _lock:
             _live.append(run)
         for listener in self._listeners:
@@ -266,6 +266,8 @@ class profile:
             return
         for listener in self._listeners:
             hooks.remove_listener(listener)
+        for starter in self._starters:
+            starter.join()
         dropped: dict[str, int] = {}
         for name, sampler in self._samplers:
             _guarded(run, name, sampler.stop)
@@ -274,9 +276,20 @@ class profile:
                 run.meta["errors"].append({"collector": name, "error": str(error)})
             dropped[name] = int(getattr(sampler, "dropped", 0) or 0)
         run.finish(perf_counter(), dropped)
-        self._listeners, self._samplers = [], []
+        self._listeners, self._samplers, self._starters = [], [], []
         _keep(run)
         _notify(1, run)
+
+
+def _start_in_background(run: Run, name: str, sampler: Any) -> threading.Thread:
+    """Start a sampler from a short-lived thread: its first sample (listing the process
+    tree takes milliseconds) then overlaps the block instead of delaying it."""
+    thread = threading.Thread(
+        target=_guarded, args=(run, name, sampler.start), name=f"daskprofile-start-{name}"
+    )
+    thread.daemon = True
+    thread.start()
+    return thread
 
 
 def _guarded(run: Run, name: str, fn: Callable[[], Any]) -> None:

@@ -13,10 +13,12 @@ import json
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMAT = "daskprofile-run"
 VERSION = 1
@@ -121,7 +123,7 @@ class Run:
         self.meta["t1"] = t1
         self.meta["finished"] = True
         self.meta["dropped"] = {
-            name: int(table.get("dropped", 0))
+            name: int(table.get("dropped", 0))  # compact or decoded: both carry it
             for name, table in self._data.items()
             if isinstance(table, dict) and "dropped" in table
         } | dict(dropped or {})
@@ -143,7 +145,13 @@ class Run:
     def raw(self, name: str) -> Table:
         """The raw columns of ``tasks``, ``cache`` or ``resources`` (times in perf_counter s)."""
         table = self._table(name)
-        return table if table is not None else _EMPTY[name]()
+        if table is None:
+            return _EMPTY[name]()
+        if table.get("compact"):
+            from .collectors.tasks import decode
+
+            return decode(table)
+        return table  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ views
     @property
@@ -163,7 +171,7 @@ class Run:
         t0 = self.t0
         return _frame(
             {
-                "key": pd.Series(t["key"], dtype=object),
+                "key": np.array(t["key"], dtype=object),
                 "group": groups[np.asarray(t["group"], dtype=np.int64)],
                 "worker": workers[np.asarray(t["worker"], dtype=np.int64)],
                 "submit": np.asarray(t["submit"], dtype=np.float64) - t0,
@@ -395,5 +403,7 @@ def _py(value: Any) -> Any:
 
 
 def _frame(*args: Any, **kwargs: Any) -> pd.DataFrame:
+    import pandas as pd  # imported on first use: profile() itself stays light
+
     df: pd.DataFrame = pd.DataFrame(*args, **kwargs)
     return df

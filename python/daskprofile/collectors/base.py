@@ -8,6 +8,7 @@ Readers on other threads take consistent copies with :meth:`Columns.since`.
 
 from __future__ import annotations
 
+import sys
 import threading
 from array import array
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ class Columns:
         self.cols: dict[str, array[Any]] = {name: array(code) for name, code in spec.items()}
         self.lock = threading.Lock()
         self.max_rows = max_rows
+        #: rows kept before dropping (``max_rows`` or unbounded)
+        self.cap = sys.maxsize if max_rows is None else max_rows
         self.first = 0  # absolute index of the oldest row kept
         self.n = 0  # absolute index one past the newest complete row
         self.on_drop: Callable[[int], None] | None = None
@@ -48,8 +51,12 @@ class Columns:
     def commit(self) -> None:
         """Mark the row just appended (under ``lock``) as complete; drop old rows if full."""
         self.n += 1
-        if self.max_rows is not None and self.n - self.first > self.max_rows:
-            self._drop(max(1, self.max_rows // 8))
+        if self.n - self.first > self.cap:
+            self.make_room()
+
+    def make_room(self) -> None:
+        """Drop the oldest eighth of the rows (call under ``lock`` when over ``cap``)."""
+        self._drop(max(1, self.cap // 8))
 
     def repair(self) -> None:
         """Drop a row left half-written (an interrupt between two column appends)."""

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..hooks import Compute, TaskEvent
-from ..keys import key_label, task_group
+from ..keys import key_label, stem_end, task_group
 from .base import Collector, Columns
 
 SPEC = {
@@ -31,13 +31,11 @@ SPEC = {
     "compute": "I",
 }
 
-_HEX_OR_DIGIT = frozenset("0123456789abcdef")
 
-
-def _is_token(word: str) -> bool:
-    if not word.isalpha():
-        return True
-    return len(word) == 8 and word[0] in _HEX_OR_DIGIT
+def _tuple_suffix(key: tuple[Any, ...]) -> str:
+    """What follows ``"('name', "`` in ``str(key)``."""
+    rest = repr(key[1:])
+    return rest[1:-2] + ")" if len(key) == 2 else rest[1:]
 
 
 def worker_label(pid: int, tid: int, index: int, main_tid: int | None = None) -> str:
@@ -72,7 +70,14 @@ class TaskCollector(Collector):
         self.text = bytearray()
         self.text_base = 0
         self._main_tid = threading.main_thread().ident
-        self._cols = self.columns.cols
+        self._by_tid: dict[int, tuple[int, int]] = {}  # thread ident -> (pid, worker id)
+        self._cols = c = self.columns.cols
+        # bound appends of the columns (arrays are only ever trimmed in place)
+        self._start, self._wait, self._duration = (
+            c[n].append for n in ("start", "wait", "duration")
+        )
+        self._worker, self._name, self._end = (c[n].append for n in ("worker", "name", "end"))
+        self._error, self._compute = c["error"].append, c["compute"].append
 
     # -------------------------------------------------------------- interning
     def _group_id(self, group: str) -> int:
@@ -93,13 +98,14 @@ class TaskCollector(Collector):
         return nid
 
     def _str_name(self, key: str, compute: Compute) -> tuple[int, str]:
-        head, sep, tail = key.rpartition("-")
-        if sep and head and _is_token(tail):
-            nid = self._str_names.get(head)
+        end = stem_end(key)
+        if end > 0:
+            stem = key[:end]
+            nid = self._str_names.get(stem)
             if nid is None:
                 group = task_group(key, compute.dsk.get(key))
-                nid = self._str_names[head] = self._add_name(head + "-", group)
-            return nid, tail
+                nid = self._str_names[stem] = self._add_name(stem, group)
+            return nid, key[end:]
         nid = self._str_names.get(key)
         if nid is None:
             group = task_group(key, compute.dsk.get(key))
@@ -119,8 +125,7 @@ class TaskCollector(Collector):
             nid = self._tuple_names.get(key[0])
             if nid is None:
                 nid = self._tuple_name(key, compute)
-            rest = repr(key[1:])
-            return nid, (rest[1:-2] + ")" if len(key) == 2 else rest[1:])
+            return nid, _tuple_suffix(key)
         if type(key) is str:
             return self._str_name(key, compute)
         return self._other_name(key, compute)
@@ -131,6 +136,7 @@ class TaskCollector(Collector):
             label = worker_label(pid, tid, len(self.workers), self._main_tid)
             wid = self._worker_ids[(pid, tid)] = len(self.workers)
             self.workers.append((pid, tid, label))
+        self._by_tid[tid] = (pid, wid)
         return wid
 
     def _error_id(self, error: str | None) -> int:
@@ -147,22 +153,32 @@ class TaskCollector(Collector):
     def on_task(
         self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
     ) -> None:
-        nid, suffix = self._name_and_suffix(event.key, compute)
-        wid = self._worker_id(event.pid, event.tid)
+        key = event.key
+        if type(key) is tuple and len(key) == 2 and type(key[1]) is int:  # the common case
+            nid = self._tuple_names.get(key[0])
+            if nid is None:
+                nid = self._tuple_name(key, compute)
+            suffix = f"{key[1]})"
+        else:
+            nid, suffix = self._name_and_suffix(key, compute)
+        w = self._by_tid.get(event.tid)
+        wid = w[1] if w is not None and w[0] == event.pid else self._worker_id(event.pid, event.tid)
         eid = 0 if event.error is None else self._error_id(event.error)
         start = event.start
-        c = self._cols
+        cols = self.columns
         with self.lock:
             self.text += suffix.encode()
-            c["start"].append(start)
-            c["wait"].append(start - event.submit)
-            c["duration"].append(event.stop - start)
-            c["worker"].append(wid)
-            c["name"].append(nid)
-            c["end"].append(self.text_base + len(self.text))
-            c["error"].append(eid)
-            c["compute"].append(compute.id)
-            self.columns.commit()
+            self._start(start)
+            self._wait(start - event.submit)
+            self._duration(event.stop - start)
+            self._worker(wid)
+            self._name(nid)
+            self._end(self.text_base + len(self.text))
+            self._error(eid)
+            self._compute(compute.id)
+            cols.n += 1
+            if cols.n - cols.first > cols.cap:
+                cols.make_room()
 
     def _on_drop(self, k: int) -> None:
         # called under the lock before the k oldest rows go: drop their suffix text too
@@ -181,29 +197,27 @@ class TaskCollector(Collector):
         ``compute``, plus the lookup tables and ``dropped`` (rows lost before
         ``cursor`` because of the cap).
         """
+        compact, new_cursor = self.since_compact(cursor)
+        return decode(compact), new_cursor
+
+    def since_compact(self, cursor: int = 0) -> tuple[dict[str, Any], int]:
+        """Like :meth:`since`, but the rows stay in their compact form (see :func:`decode`)."""
         with self.lock:
             rows, new_cursor = self.columns.since_locked(cursor)
             first = self.columns.first
-            lo = max(cursor, first)
-            text = bytes(self.text)
-            base = self.text_base
-            names = list(self.names)
-            prev_end = self._end_before(lo)
-            lookups: dict[str, list[Any]] = {
+            prev_end = self._end_before(max(cursor, first))
+            compact = {
+                "compact": True,
+                "rows": rows,
+                "names": list(self.names),
+                "text": bytes(self.text[prev_end - self.text_base :]),
+                "base": prev_end,
                 "groups": list(self.groups),
                 "workers": [label for _, _, label in self.workers],
                 "error_types": list(self.error_types),
+                "dropped": max(0, first - cursor),
             }
-        decoded = decode(
-            rows,
-            names=names,
-            text=text,
-            base=base,
-            prev_end=prev_end,
-            lookups=lookups,
-            dropped=max(0, first - cursor),
-        )
-        return decoded, new_cursor
+        return compact, new_cursor
 
     def _end_before(self, lo: int) -> int:
         """Absolute text offset where row ``lo``'s suffix starts (call under lock)."""
@@ -213,28 +227,19 @@ class TaskCollector(Collector):
         return int(self._cols["end"][i - 1])
 
     def snapshot(self) -> dict[str, Any]:
-        """All kept rows, decoded (see :meth:`since`)."""
-        out, _ = self.since(0)
+        """All kept rows in compact form (``run.raw("tasks")`` decodes them)."""
+        out, _ = self.since_compact(0)
         out["dropped"] = self.columns.dropped
         return out
 
 
-def decode(
-    rows: dict[str, np.ndarray],
-    *,
-    names: list[tuple[str, int]],
-    text: bytes,
-    base: int,
-    prev_end: int,
-    lookups: dict[str, list[Any]],
-    dropped: int,
-) -> dict[str, Any]:
-    """Turn raw rows into key labels, groups and absolute times."""
-    ends = rows["end"].astype(np.int64) - base
-    starts = np.empty_like(ends)
-    if len(ends):
-        starts[0] = prev_end - base
-        starts[1:] = ends[:-1]
+def decode(compact: dict[str, Any]) -> dict[str, Any]:
+    """Turn compact rows (:meth:`TaskCollector.since_compact`) into key labels, group ids
+    and absolute times (the form of :meth:`TaskCollector.since`)."""
+    rows, names, text = compact["rows"], compact["names"], compact["text"]
+    ends = rows["end"].astype(np.int64) - compact["base"]
+    starts = np.zeros_like(ends)
+    starts[1:] = ends[:-1]
     prefixes = [p for p, _ in names]
     name_groups = np.array([g for _, g in names] or [0], dtype=np.uint32)
     keys = [
@@ -251,6 +256,8 @@ def decode(
         "stop": start + rows["duration"].astype(np.float64),
         "error": rows["error"],
         "compute": rows["compute"],
-        "dropped": dropped,
-        **lookups,
+        "dropped": compact["dropped"],
+        "groups": compact["groups"],
+        "workers": compact["workers"],
+        "error_types": compact["error_types"],
     }

@@ -1,0 +1,80 @@
+"""ProgressBar and ResourceProfiler drop-ins: prompt endings, dask's text format."""
+
+from __future__ import annotations
+
+import io
+import time
+from operator import add
+
+import dask
+import pytest
+
+from daskprofile import ProgressBar, ResourceProfiler
+
+DSK = {"a": 1, "b": (add, "a", 1), "c": (add, "b", 1)}
+
+
+def test_progressbar_returns_promptly() -> None:
+    # dask's ProgressBar waits ~dt (100 ms) at the end of every compute
+    out = io.StringIO()
+    timings = []
+    for _ in range(5):
+        t = time.perf_counter()
+        with ProgressBar(out=out, dt=1.0):
+            dask.threaded.get(DSK, "c")
+        timings.append(time.perf_counter() - t)
+    assert min(timings) < 0.03
+    assert out.getvalue().count("100% Completed") == 5
+
+
+def test_progressbar_text_format_like_dask() -> None:
+    out = io.StringIO()
+    with ProgressBar(out=out, width=10):
+        dask.delayed(time.sleep)(0.35).compute(scheduler="threads")
+    text = out.getvalue()
+    last = text.rstrip("\n").split("\r")[-1]
+    bar, percent, elapsed = (p.strip() for p in last.split("|"))
+    assert bar == "[##########]"
+    assert percent == "100% Completed"
+    assert elapsed.endswith("s")
+    assert text.count("\r[          ] | 0% Completed") >= 1  # drawn by the timer meanwhile
+    assert text.endswith("\n")
+
+
+def test_progressbar_does_not_flush_per_task() -> None:
+    class CountingIO(io.StringIO):
+        flushes = 0
+
+        def flush(self) -> None:
+            CountingIO.flushes += 1
+
+    out = CountingIO()
+    dsk = {("x-abc12345", i): (add, i, 1) for i in range(500)}
+    with ProgressBar(out=out, dt=10):
+        dask.threaded.get(dsk, list(dsk))
+    assert CountingIO.flushes <= 2
+
+
+def test_progressbar_error_leaves_no_thread() -> None:
+    def fail() -> None:
+        raise ZeroDivisionError
+
+    pbar = ProgressBar(out=io.StringIO())
+    with pytest.raises(ZeroDivisionError), pbar:
+        dask.threaded.get({"a": (fail,)}, "a")
+    assert not pbar._running
+    assert pbar._timer is not None
+    assert not pbar._timer.is_alive()
+
+
+def test_resource_profiler_ends_promptly_whatever_dt() -> None:
+    # dask's waits up to dt (1 s by default) and counts its own tracker process
+    t = time.perf_counter()
+    with ResourceProfiler(dt=5) as rprof:
+        dask.threaded.get(DSK, "c")
+    assert time.perf_counter() - t < 0.5
+    assert len(rprof.results) >= 1
+    assert not rprof._is_running()
+    r = rprof.results[0]
+    assert r.mem > 1
+    assert r.cpu >= 0
