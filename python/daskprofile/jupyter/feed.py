@@ -24,6 +24,8 @@ from . import encode
 
 #: rows per columnar message when replaying or catching up
 BATCH_ROWS = 65_536
+#: cache occupancy is sent at most once per group per this many seconds (the last value)
+CACHE_RESOLUTION = 1e-3
 
 
 @dataclass
@@ -163,6 +165,7 @@ class Feed:
     done: dict[int, int] = field(default_factory=dict)
     erred: dict[int, int] = field(default_factory=dict)
     rows: int = 0  # task rows read so far
+    progress_at: float = 0.0  # when the last live progress message was made
 
     @property
     def id(self) -> str:
@@ -293,9 +296,9 @@ class Feed:
         cols = {
             "time": np.asarray(read.cols["time"], np.float64) - self.run.t0,
             "group": ids[np.asarray(read.cols["group"], np.int64)],
-            "metric": read.cols["metric"],
+            "metric": np.asarray(read.cols["metric"]),
         }
-        return out + self._batches("cache", cols, read.first)
+        return out + self._batches("cache", decimate(cols, CACHE_RESOLUTION), read.first)
 
     def _resources(self, upto: int | None) -> list[encode.Message]:
         read = self._read(self.sources.resources, self.cursors.resources, upto)
@@ -345,3 +348,15 @@ def _groups(run: str, first: int, names: list[str]) -> encode.Message:
 
 def _first_or(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+def decimate(cols: dict[str, np.ndarray], resolution: float) -> dict[str, np.ndarray]:
+    """Keep the last row of each (group, ``resolution``-wide time bucket), in time order."""
+    n = len(cols["time"])
+    if n < 2:
+        return cols
+    bucket = np.floor(cols["time"] / resolution).astype(np.int64)
+    key = bucket * 65_536 + cols["group"].astype(np.int64)
+    _, last_rev = np.unique(key[::-1], return_index=True)
+    keep = np.sort(n - 1 - last_rev)
+    return {k: v[keep] for k, v in cols.items()}

@@ -18,6 +18,7 @@ import os
 import queue
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ log = logging.getLogger("daskprofile")
 #: message types a full outbox may drop (never the run structure)
 DROPPABLE = frozenset({"tasks", "resources", "cache", "stacks", "progress"})
 MAX_KEYS = 10_000
+#: at most ~4 progress messages per second per run
+PROGRESS_PERIOD = 0.25
 EXPORTS = {
     "html": ("to_html", ".html", "text/html"),
     "trace": ("to_chrome_trace", ".trace.json", "application/json"),
@@ -107,7 +110,7 @@ class Publisher:
     def __init__(
         self,
         rate: float = 20.0,
-        tick: float = 0.25,
+        tick: float = 0.2,
         max_queue: int = 256,
         sources: SourceFinder | None = None,
     ) -> None:
@@ -124,6 +127,8 @@ class Publisher:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
+        #: CPU seconds the sender thread has used (its whole cost to the kernel)
+        self.cpu_time = 0.0
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -222,7 +227,9 @@ class Publisher:
         for rid, feed in list(self.feeds.items()):
             rows = feed.rows
             messages = feed.poll()
-            if feed.rows != rows:
+            now = perf_counter()
+            if feed.rows != rows and now - feed.progress_at >= PROGRESS_PERIOD:
+                feed.progress_at = now
                 messages += feed.progress()
             self._fanout(rid, messages)
 
@@ -239,8 +246,15 @@ class Publisher:
 
     # ------------------------------------------------------------ sender thread
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self.cpu_time = time.thread_time()
+
+    def _serve(self) -> None:
         next_poll = perf_counter()
         while not self._stopping.is_set():
+            self.cpu_time = time.thread_time()
             self._wake.clear()
             self._run_jobs()
             now = perf_counter()

@@ -53,7 +53,7 @@ DEFAULTS: dict[str, Any] = {
             "stacks": {"interval": "20ms", "switch-interval": None},
             "max-records": 1_000_000,
             "rate": 20,
-            "tick": "250ms",
+            "tick": "200ms",
             "max-queue": 256,
         }
     }
@@ -326,12 +326,28 @@ def _totals(bundle: _Bundle) -> dict[str, int]:
     graphs, bundle.graphs = bundle.graphs, []
     for dsk in graphs:
         try:
-            for key, task in list(dsk.items()):
-                group = task_group(key, task)
-                bundle.totals[group] = bundle.totals.get(group, 0) + 1
+            _count_graph(dsk, bundle.totals)
         except Exception:  # a graph we cannot read: progress falls back to done counts
             continue
     return bundle.totals
+
+
+def _count_graph(dsk: Mapping[Any, Any], totals: dict[str, int]) -> None:
+    """Add ``dsk``'s tasks per group; one group lookup per key *name*, as the collector does."""
+    counts: dict[Any, int] = {}
+    first: dict[Any, Any] = {}
+    for key in list(dsk):
+        name = key[0] if type(key) is tuple and key else key
+        n = counts.get(name)
+        if n is None:
+            first[name] = key
+            counts[name] = 1
+        else:
+            counts[name] = n + 1
+    for name, n in counts.items():
+        key = first[name]
+        group = task_group(key, dsk.get(key))
+        totals[group] = totals.get(group, 0) + n
 
 
 def _keys_of(collector: TaskCollector) -> Any:

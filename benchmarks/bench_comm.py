@@ -1,0 +1,215 @@
+"""Cost of streaming to the lab panel: slowdown, bytes per task on the wire, lag.
+
+    .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 5] [--scheduler sync]
+
+One process, interleaved repeats, medians. "panel" = a panel connected through the real
+comm handlers (``daskprofile.jupyter.comm``) with a comm object that timestamps and keeps
+what it is given instead of writing to IOPub - so the kernel side does everything it does
+for a real panel (auto-profiling session: tasks + cache + resources + stacks; publisher
+thread: cursors, encoding, rate limit). Messages are decoded as the browser decodes them
+(``encode.decode``, the fixtures' format). Wire bytes are the comm payload (compact JSON
+data + raw buffers), and with the Jupyter message envelope (header, parent header,
+metadata, comm id) as ``jupyter_client.Session`` serialises it.
+Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import time
+import uuid
+from time import perf_counter
+from typing import Any
+
+import dask
+
+import daskprofile
+from daskprofile.jupyter import comm as dpcomm
+from daskprofile.jupyter import encode
+
+#: an explicit profile() with the panel session's defaults (daskprofile.panel.*)
+PANEL_LIKE: dict[str, Any] = {"dt": 0.2, "interval": 0.02}
+
+
+class RecordingComm:
+    """Stands for the panel's comm: keeps (send time, data, buffers), sends nothing."""
+
+    def __init__(self) -> None:
+        self.comm_id = uuid.uuid4().hex
+        self.sent: list[tuple[float, dict[str, Any], list[bytes]]] = []
+        self._close: Any = None
+
+    def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
+        self.sent.append((perf_counter(), data, list(buffers or [])))
+
+    def on_msg(self, cb: Any) -> None:
+        pass
+
+    def on_close(self, cb: Any) -> None:
+        self._close = cb
+
+    def close(self) -> None:
+        pass
+
+
+def inc(x: int) -> int:
+    return x + 1
+
+
+def graph(n: int, fan: int = 100) -> dict[Any, Any]:
+    """``n`` trivial tasks summed by a tree of ``fan``-way sums (about ``n`` tasks in all)."""
+    dsk: dict[Any, Any] = {("inc-bench", i): (inc, i) for i in range(n)}
+    level, keys = 0, [("inc-bench", i) for i in range(n)]
+    while len(keys) > 1:
+        parts = [keys[i : i + fan] for i in range(0, len(keys), fan)]
+        keys = [(f"sum-bench{level}", j) for j in range(len(parts))]
+        dsk.update({k: (sum, p) for k, p in zip(keys, parts, strict=True)})
+        level += 1
+    dsk["total-bench"] = keys[0]
+    return dsk
+
+
+def compute(n: int, scheduler: str) -> float:
+    dsk = graph(n)
+    get = dask.base.named_schedulers[scheduler]
+    t = perf_counter()
+    get(dsk, "total-bench")
+    return perf_counter() - t
+
+
+def connect() -> RecordingComm:
+    c = RecordingComm()
+    meta = {"daskprofile_protocol": dpcomm.PROTOCOL_VERSION}
+    dpcomm._on_open(c, {"metadata": meta, "content": {"data": {"type": "hello"}}})
+    return c
+
+
+def disconnect(c: RecordingComm) -> None:
+    c._close({})
+    dpcomm.shutdown()
+
+
+def wait_for_run_end(c: RecordingComm, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(d.get("type") == "run_end" for _, d, _ in c.sent):
+        if time.monotonic() > deadline:
+            raise TimeoutError("no run_end")
+        time.sleep(0.05)
+
+
+def envelope_bytes(data: dict[str, Any]) -> int:
+    """Bytes of a comm_msg's Jupyter envelope around ``data`` (signed, serialised)."""
+    from jupyter_client.session import Session
+
+    session = Session(key=b"0" * 32)
+    msg = session.msg("comm_msg", {"comm_id": uuid.uuid4().hex, "data": data})
+    frames = session.serialize(msg)
+    return sum(len(f) for f in frames) - encode.wire_size(data)
+
+
+def distributed_record_bytes() -> int:
+    """One task-stream record as distributed's TaskStreamPlugin keeps it, pickled."""
+    record = {
+        "key": "('inc-3d1f7b0e9a8c4b5d6e7f8a9b0c1d2e3f', 1234)",
+        "name": "inc-3d1f7b0e9a8c4b5d6e7f8a9b0c1d2e3f",
+        "worker": "tcp://127.0.0.1:40123",
+        "status": "OK",
+        "nbytes": 28,
+        "type": pickle.dumps(int),
+        "typename": "int",
+        "metadata": {},
+        "thread": 140234567890123,
+        "startstops": (
+            {"action": "compute", "start": 1767225600.123456, "stop": 1767225600.12349},
+        ),
+    }
+    return len(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def analyse(c: RecordingComm) -> dict[str, float]:
+    """Bytes per task and lag, from the messages decoded as the browser does."""
+    msgs = [(t, encode.decode(d, b), encode.wire_size(d, b)) for t, d, b in c.sent]
+    starts = [m for _, m, _ in msgs if m["type"] == "run_start"]
+    t0 = starts[-1]["t0"]
+    rid = starts[-1]["run"]
+    mine = [(t, m, w) for t, m, w in msgs if m.get("run") == rid]
+    tasks = [(t, m, w) for t, m, w in mine if m["type"] == "tasks"]
+    rows = sum(m["n"] for _, m, _ in tasks)
+    env = statistics.mean(envelope_bytes(dict(c.sent[0][1])) for _ in range(3))
+    total = sum(w for _, _, w in mine)
+    lags = [t - (t0 + float(m["times"]["stop"].min())) for t, m, _ in tasks if m["n"]]
+    newest = [t - (t0 + float(m["times"]["stop"].max())) for t, m, _ in tasks if m["n"]]
+    return {
+        "rows": rows,
+        "messages": len(mine),
+        "tasks_messages": len(tasks),
+        "tasks_bytes_per_task": sum(w for _, _, w in tasks) / rows,
+        "all_bytes_per_task": total / rows,
+        "all_bytes_per_task_env": (total + env * len(mine)) / rows,
+        "lag_p50": statistics.median(lags),
+        "lag_max": max(lags),
+        "lag_newest_p50": statistics.median(newest),
+        "duration": max(t for t, _, _ in mine) - min(t for t, _, _ in mine),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--scheduler", default="sync", choices=["sync", "threads", "processes"])
+    args = ap.parse_args()
+    n, sched = args.tasks, args.scheduler
+    compute(2000, sched)  # warm up
+    bare: list[float] = []
+    panel: list[float] = []
+    prof: list[float] = []
+    cpus: list[float] = []
+    stats: dict[str, float] = {}
+    for _ in range(args.repeat):
+        bare.append(compute(n, sched))
+        c = connect()
+        time.sleep(0.3)  # samplers up, hello sent
+        panel.append(compute(n, sched))
+        wait_for_run_end(c)
+        hub = dpcomm.hub()
+        cpus.append(hub.publisher.cpu_time if hub is not None else float("nan"))
+        stats = analyse(c)
+        disconnect(c)
+        with daskprofile.profile(**PANEL_LIKE):
+            prof.append(compute(n, sched))
+    b, p = statistics.median(bare), statistics.median(panel)
+    print(f"{n:,} trivial tasks, scheduler={sched}, median of {args.repeat}")
+    print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s")
+    slow = 100 * (p / b - 1)
+    print(f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown {slow:+.1f}%")
+    pr = statistics.median(prof)
+    print(f"  profile(), no panel {pr:6.3f} s   (the collectors alone: {100 * (pr / b - 1):+.1f}%)")
+    cpu = statistics.median(cpus)
+    print(f"  publisher thread CPU {cpu:.3f} s = {100 * cpu / b:.1f}% of the bare compute")
+    msgs_per_s = stats["messages"] / max(stats["duration"], 1e-9)
+    print(
+        f"  messages          {stats['messages']:.0f} ({stats['tasks_messages']:.0f} tasks)"
+        f" over {stats['duration']:.2f} s = {msgs_per_s:.1f}/s; rows {stats['rows']:,.0f}"
+    )
+    anchor = distributed_record_bytes()
+    print("bytes per task on the wire (decoded as the browser does)")
+    print(f"  tasks messages only             {stats['tasks_bytes_per_task']:6.1f} B")
+    print(f"  whole run (all message types)   {stats['all_bytes_per_task']:6.1f} B")
+    print(f"  + Jupyter message envelopes     {stats['all_bytes_per_task_env']:6.1f} B")
+    print(
+        f"  distributed task-stream record  {anchor:6d} B pickled"
+        f"   ratio {anchor / stats['all_bytes_per_task_env']:.1f}x"
+    )
+    print("lag of what was sent vs the kernel (send time - task stop)")
+    print(
+        f"  oldest row of a batch  p50 {1000 * stats['lag_p50']:6.0f} ms   max"
+        f" {1000 * stats['lag_max']:6.0f} ms (target <= 500 ms)"
+    )
+    print(f"  newest row of a batch  p50 {1000 * stats['lag_newest_p50']:6.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
