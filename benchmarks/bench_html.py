@@ -101,18 +101,27 @@ def main() -> None:
     parser.add_argument("--no-render", action="store_true", help="skip Chromium timings")
     parser.add_argument("--no-dask", action="store_true", help="skip dask's visualize")
     parser.add_argument("--no-dask-render", action="store_true", help="skip dask in Chromium")
+    parser.add_argument("--save", help="also save the run there (for --load)")
+    parser.add_argument("--load", help="time ours only, on a run saved by --save")
     args = parser.parse_args()
 
-    run, prof, compute = record(args.tasks)
+    if args.load:
+        run, prof = daskprofile.load(args.load), None
+        print(f"{len(run.tasks):,} tasks loaded from {args.load}")
+    else:
+        run, prof, compute = record(args.tasks)
+        print(f"{len(run.tasks):,} tasks recorded (dask's Profiler: {len(prof.results):,}), "
+              f"compute {compute:.1f} s")  # fmt: skip
+        if args.save:
+            run.save(args.save)
     n = len(run.tasks)
-    print(f"{n:,} tasks recorded (dask's Profiler: {len(prof.results):,}), compute {compute:.1f} s")
     rows: list[tuple[str, float, int, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         ours = Path(tmp, "daskprofile.html")
         seconds = timed(lambda: to_html(run, ours))
         render = "-" if args.no_render else render_seconds(ours)
         rows.append(("daskprofile to_html (inline)", seconds, ours.stat().st_size, render))
-        if not args.no_dask:
+        if prof is not None and not args.no_dask:
             for label, mode in (("dask visualize (default: CDN)", None),
                                 ("dask visualize mode='inline'", "inline")):  # fmt: skip
                 path = Path(tmp, f"dask-{mode}.html")

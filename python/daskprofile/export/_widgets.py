@@ -1,0 +1,59 @@
+"""Small bokeh building blocks shared by the snapshot's plots."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bokeh.models import Range1d
+    from bokeh.plotting import figure as Figure
+
+#: legend entries of the task stream (heaviest groups); the rest only have colours
+LEGEND_GROUPS = 20
+#: lines of the cache chart (groups with the highest peak), plus a total line
+CACHE_GROUPS = 12
+
+_FMT_SECONDS = """
+function fmt(s) {
+  if (s === null || s === undefined || !isFinite(s)) return "-";
+  const a = Math.abs(s);
+  if (a >= 1) return s.toPrecision(3) + " s";
+  if (a >= 1e-3) return (s * 1e3).toPrecision(3) + " ms";
+  return (s * 1e6).toPrecision(3) + " \u00b5s";
+}
+"""
+_TOOLS = "xpan,xwheel_zoom,xbox_zoom,reset,save"
+
+
+def seconds_hover(code: str = "return fmt(value);", **args: Any) -> Any:
+    """A hover formatter showing seconds as s/ms/us; ``code`` may use ``fmt``."""
+    from bokeh.models import CustomJSHover
+
+    return CustomJSHover(args=args, code=_FMT_SECONDS + code)
+
+
+def lookup_hover(names: list[str]) -> Any:
+    """A hover formatter mapping an integer column to a name."""
+    from bokeh.models import CustomJSHover
+
+    return CustomJSHover(
+        args={"names": names}, code="const n = names[Math.round(value)]; return n ?? '';"
+    )
+
+
+def time_figure(x_range: Range1d, height: int, title: str, **kwargs: Any) -> Figure:
+    """A figure on the run's shared time axis."""
+    from bokeh.plotting import figure
+
+    fig = figure(
+        x_range=x_range,
+        height=height,
+        title=title,
+        tools=_TOOLS,
+        active_scroll="xwheel_zoom",
+        sizing_mode="stretch_width",
+        **kwargs,
+    )
+    fig.toolbar.logo = None
+    fig.xaxis.axis_label = "seconds since start"
+    return fig
