@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from collections.abc import Iterator
 from html import escape
 from typing import Any
@@ -16,6 +17,7 @@ from ._common import RunLike, TaskArrays, group_color, task_arrays
 MAX_GROUP_ROWS = 200
 #: failed tasks listed by key
 MAX_ERROR_ROWS = 20
+_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 #: longest tasks listed by key
 SLOWEST_ROWS = 10
 
@@ -104,6 +106,12 @@ def _facts_html(run: RunLike, arrays: TaskArrays) -> str:
     return f'<ul class="dp-facts">{items}</ul>'
 
 
+def _css_color(group: str) -> str:
+    """The group's colour, checked to be ``#rrggbb`` before it goes into a style."""
+    color = group_color(group)
+    return color if _HEX_COLOR.fullmatch(color) else "#888888"
+
+
 def _groups_html(arrays: TaskArrays) -> str:
     """The per-group table, heaviest group first."""
     rows = group_stats(arrays)
@@ -113,7 +121,7 @@ def _groups_html(arrays: TaskArrays) -> str:
     )
     body = []
     for r in rows[:MAX_GROUP_ROWS]:
-        swatch = f'<span class="dp-sw" style="background:{group_color(r["group"])}"></span>'
+        swatch = f'<span class="dp-sw" style="background:{_css_color(r["group"])}"></span>'
         err = f'<td class="dp-error">{r["errors"]:,}</td>' if r["errors"] else "<td>0</td>"
         body.append(
             f"<tr><td>{swatch}{escape(r['group'])}</td><td>{r['count']:,}</td>"
