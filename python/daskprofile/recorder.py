@@ -212,7 +212,7 @@ class profile:
         if o.tasks:
             tasks = TaskCollector(o.max_records)
             self._listeners.append(tasks)
-            run.attach("tasks", tasks.snapshot)
+            run.attach("tasks", tasks.snapshot_compact)
         if o.cache:
             cache = CacheCollector(o.metric, o.max_records, t0=run.t0)
             self._listeners.append(cache)

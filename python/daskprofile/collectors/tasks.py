@@ -227,7 +227,12 @@ class TaskCollector(Collector):
         return int(self._cols["end"][i - 1])
 
     def snapshot(self) -> dict[str, Any]:
-        """All kept rows in compact form (``run.raw("tasks")`` decodes them)."""
+        """All kept rows, decoded (see :meth:`since`)."""
+        return decode(self.snapshot_compact())
+
+    def snapshot_compact(self) -> dict[str, Any]:
+        """All kept rows in compact form, what a finished Run keeps (about 40 B/task plus
+        the key suffixes); ``run.raw("tasks")`` and :func:`decode` turn it into columns."""
         out, _ = self.since_compact(0)
         out["dropped"] = self.columns.dropped
         return out
