@@ -33,7 +33,8 @@ class SchedulerProbe(SchedulerPlugin):
 
     ``clients``: ids of the clients whose graphs are recorded (None: every client).
     ``tasks``/``cache``: what to record. ``flush``: seconds between batches.
-    ``max_pending``: rows kept between two batches (more are counted as dropped).
+    ``max_pending``: task rows kept between two batches (more are counted as dropped).
+    Cache rows are the bytes held per group, for the groups that changed, once per batch.
     """
 
     idempotent = False
@@ -76,15 +77,16 @@ class SchedulerProbe(SchedulerPlugin):
         self._processing: dict[Hashable, float] = {}
         self._groups = GroupIndex()
         self._groups_sent = 0
-        self._workers: dict[tuple[str, int], int] = {}
+        self._workers: dict[tuple[Any, Any], int] = {}
+        self._by_task_group: dict[str, int] = {}
         self._threads_per_worker: dict[str, int] = {}
         self._worker_labels: list[str] = []
         self._workers_sent = 0
         self._worker_info: dict[str, dict[str, Any]] = {}
-        self._rows: dict[str, list[Any]] = {f: [] for f in TASK_FIELDS}
+        self._rows: list[tuple[Any, ...]] = []  # one tuple of TASK_FIELDS per task
         self._memory: dict[Hashable, tuple[int, int]] = {}  # key -> (group id, nbytes)
         self._occupancy: list[int] = []
-        self._cache: dict[str, list[Any]] = {"time": [], "group": [], "metric": []}
+        self._changed: set[int] = set()  # groups whose bytes held changed since the batch
         self._callback: PeriodicCallback | None = None
 
     # ------------------------------------------------------------ scheduler hooks
@@ -130,34 +132,38 @@ class SchedulerProbe(SchedulerPlugin):
 
     # ------------------------------------------------------------ recording
     def _finished(self, key: Hashable, submit: float, finish: str, kw: dict[str, Any]) -> None:
-        gid = self._group_id(key)
+        ts = self.scheduler.tasks.get(key)
+        gid = self._group_id(key, ts)
         if finish == "memory" and self.record_cache:
             self._stored(key, gid, kw.get("nbytes"))
         if not self.record_tasks:
             return
-        rows = self._rows
-        if len(rows["key"]) >= self.max_pending:
+        if len(self._rows) >= self.max_pending:
             self.dropped += 1
             return
         start, stop = _compute_span(kw.get("startstops"), submit)
         address = kw.get("worker")
-        rows["key"].append(key_label(key))
-        rows["group"].append(gid)
-        rows["worker"].append(self._worker_id(address if isinstance(address, str) else "", kw))
-        rows["submit"].append(submit)
-        rows["start"].append(start)
-        rows["stop"].append(stop)
+        wid = self._workers.get((address, kw.get("thread")))
+        if wid is None:
+            wid = self._worker_id(address if isinstance(address, str) else "", kw)
         error = None if finish == "memory" else exception_name(kw.get("exception_text"))
-        rows["error"].append(error)
-        rows["compute"].append(self._compute_of.get(key, 0))
+        compute = self._compute_of.get(key, 0)
+        label = key if type(key) is str else key_label(key)
+        self._rows.append((label, gid, wid, submit, start, stop, error, compute))
 
-    def _group_id(self, key: Hashable) -> int:
-        ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
-        return self._groups.index(key, getattr(ts, "run_spec", None))
+    def _group_id(self, key: Hashable, ts: Any) -> int:
+        """Group id, memoised per distributed TaskGroup (fused tasks named after layers)."""
+        tg = getattr(ts, "group", None)
+        name = getattr(tg, "name", None)
+        gid = self._by_task_group.get(name) if name is not None else None
+        if gid is None:
+            gid = self._groups.index(key, getattr(ts, "run_spec", None))
+            if name is not None:
+                self._by_task_group[name] = gid
+        return gid
 
     def _worker_id(self, address: str, kw: dict[str, Any]) -> int:
-        thread = kw.get("thread")
-        ident = (address, thread if isinstance(thread, int) else 0)
+        ident = (address, kw.get("thread"))
         wid = self._workers.get(ident)
         if wid is None:
             index = self._threads_per_worker.get(address, 0)
@@ -198,20 +204,15 @@ class SchedulerProbe(SchedulerPlugin):
         while gid >= len(occupancy):
             occupancy.append(0)
         occupancy[gid] += nbytes
-        cache = self._cache
-        if len(cache["time"]) >= self.max_pending:
-            return  # occupancy stays right; the next change writes it
-        cache["time"].append(time())
-        cache["group"].append(gid)
-        cache["metric"].append(occupancy[gid])
+        self._changed.add(gid)
 
     # ------------------------------------------------------------ batches
     def batch(self) -> dict[str, Any] | None:
         """The message holding everything new since the previous batch (None: nothing)."""
         groups = self._groups.groups
         if not (
-            self._rows["key"]
-            or self._cache["time"]
+            self._rows
+            or self._changed
             or (self.error and not self._error_sent)
             or len(groups) > self._groups_sent
             or self.seq == 0
@@ -226,8 +227,8 @@ class SchedulerProbe(SchedulerPlugin):
             "groups": groups[self._groups_sent :],
             "workers": self._worker_labels[self._workers_sent :],
             "worker_info": self._worker_info,
-            "tasks": self._rows,
-            "cache": self._cache,
+            "tasks": _columns(self._rows, TASK_FIELDS),
+            "cache": self._cache_rows(now),
             "computes": self.computes,
             "dropped": self.dropped,
             "error": None if self._error_sent else self.error,
@@ -236,9 +237,18 @@ class SchedulerProbe(SchedulerPlugin):
         self.seq += 1
         self._groups_sent, self._workers_sent = len(groups), len(self._worker_labels)
         self._worker_info = {}
-        self._rows = {f: [] for f in TASK_FIELDS}
-        self._cache = {"time": [], "group": [], "metric": []}
+        self._rows = []
         return msg
+
+    def _cache_rows(self, now: float) -> dict[str, list[Any]]:
+        """Bytes held by each group that changed since the previous batch, at ``now``."""
+        changed, self._changed = sorted(self._changed), set()
+        occupancy = self._occupancy
+        return {
+            "time": [now] * len(changed),
+            "group": changed,
+            "metric": [occupancy[g] for g in changed],
+        }
 
     def flush(self) -> None:
         """Publish a batch if there is anything new (runs every ``flush`` seconds)."""
@@ -270,6 +280,13 @@ class SchedulerProbe(SchedulerPlugin):
         if self.error is None:
             self.error = f"scheduler plugin: {exc!r}"
         self.off = True
+
+
+def _columns(rows: list[tuple[Any, ...]], fields: tuple[str, ...]) -> dict[str, list[Any]]:
+    """Row tuples -> ``{field: column list}``."""
+    if not rows:
+        return {f: [] for f in fields}
+    return {f: list(col) for f, col in zip(fields, zip(*rows, strict=True), strict=True)}
 
 
 def _compute_span(startstops: Any, default: float) -> tuple[float, float]:
