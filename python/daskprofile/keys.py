@@ -12,6 +12,7 @@ small bounded dictionaries, so unique keys (``'inc-<uuid>'``) never grow a cache
 from __future__ import annotations
 
 import colorsys
+import threading
 import zlib
 from typing import Any
 
@@ -149,13 +150,18 @@ class GroupIndex:
         self.groups: list[str] = []
         self._ids: dict[str, int] = {}
         self._names: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def group_id(self, group: str) -> int:
-        """Id of ``group``, added if new."""
+        """Id of ``group``, added if new (thread-safe)."""
         gid = self._ids.get(group)
         if gid is None:
-            gid = self._ids[group] = len(self.groups)
-            self.groups.append(group)
+            with self._lock:
+                gid = self._ids.get(group)
+                if gid is None:
+                    gid = len(self.groups)
+                    self.groups.append(group)
+                    self._ids[group] = gid
         return gid
 
     def index(self, key: Any, task: Any = None) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,7 @@ class TaskCollector(Collector):
         self.text = bytearray()
         self.text_base = 0
         self._main_tid = threading.main_thread().ident
+        self._intern_lock = threading.Lock()
         self._by_tid: dict[int, tuple[int, int]] = {}  # thread ident -> (pid, worker id)
         self._cols = c = self.columns.cols
         # bound appends of the columns (arrays are only ever trimmed in place)
@@ -80,6 +81,15 @@ class TaskCollector(Collector):
         self._error, self._compute = c["error"].append, c["compute"].append
 
     # -------------------------------------------------------------- interning
+    # Lookups are lock-free dict reads; a miss takes ``_intern_lock`` and checks again,
+    # so two scheduling threads computing at once never give one name two ids.
+    def _intern(self, table: dict[Any, int], item: Any, make: Callable[[], int]) -> int:
+        with self._intern_lock:
+            found = table.get(item)
+            if found is None:
+                found = table[item] = make()
+            return found
+
     def _group_id(self, group: str) -> int:
         gid = self._group_ids.get(group)
         if gid is None:
@@ -87,38 +97,27 @@ class TaskCollector(Collector):
             self.groups.append(group)
         return gid
 
-    def _add_name(self, prefix: str, group: str) -> int:
+    def _add_name(self, prefix: str, key: Hashable, compute: Compute) -> int:
+        group = task_group(key, compute.dsk.get(key))
         self.names.append((prefix, self._group_id(group)))
         return len(self.names) - 1
 
     def _tuple_name(self, key: tuple[Any, ...], compute: Compute) -> int:
-        group = task_group(key, compute.dsk.get(key))
-        nid = self._add_name(f"({key[0]!r}, ", group)
-        self._tuple_names[key[0]] = nid
+        return self._intern(
+            self._tuple_names, key[0], lambda: self._add_name(f"({key[0]!r}, ", key, compute)
+        )
+
+    def _stem(self, stem: str, key: Hashable, compute: Compute) -> int:
+        nid = self._str_names.get(stem)
+        if nid is None:
+            nid = self._intern(self._str_names, stem, lambda: self._add_name(stem, key, compute))
         return nid
 
     def _str_name(self, key: str, compute: Compute) -> tuple[int, str]:
         end = stem_end(key)
         if end > 0:
-            stem = key[:end]
-            nid = self._str_names.get(stem)
-            if nid is None:
-                group = task_group(key, compute.dsk.get(key))
-                nid = self._str_names[stem] = self._add_name(stem, group)
-            return nid, key[end:]
-        nid = self._str_names.get(key)
-        if nid is None:
-            group = task_group(key, compute.dsk.get(key))
-            nid = self._str_names[key] = self._add_name(key, group)
-        return nid, ""
-
-    def _other_name(self, key: Hashable, compute: Compute) -> tuple[int, str]:
-        label = key_label(key)
-        nid = self._str_names.get(label)
-        if nid is None:
-            group = task_group(key, compute.dsk.get(key))
-            nid = self._str_names[label] = self._add_name(label, group)
-        return nid, ""
+            return self._stem(key[:end], key, compute), key[end:]
+        return self._stem(key, key, compute), ""
 
     def _name_and_suffix(self, key: Any, compute: Compute) -> tuple[int, str]:
         if type(key) is tuple and len(key) > 1 and type(key[0]) is str:
@@ -128,22 +127,28 @@ class TaskCollector(Collector):
             return nid, _tuple_suffix(key)
         if type(key) is str:
             return self._str_name(key, compute)
-        return self._other_name(key, compute)
+        return self._stem(key_label(key), key, compute), ""
 
     def _worker_id(self, pid: int, tid: int) -> int:
-        wid = self._worker_ids.get((pid, tid))
-        if wid is None:
-            label = worker_label(pid, tid, len(self.workers), self._main_tid)
-            wid = self._worker_ids[(pid, tid)] = len(self.workers)
-            self.workers.append((pid, tid, label))
+        def make() -> int:
+            self.workers.append(
+                (pid, tid, worker_label(pid, tid, len(self.workers), self._main_tid))
+            )
+            return len(self.workers) - 1
+
+        wid = self._intern(self._worker_ids, (pid, tid), make)
         self._by_tid[tid] = (pid, wid)
         return wid
 
     def _error_id(self, error: str | None) -> int:
         eid = self._error_ids.get(error)
         if eid is None:
-            eid = self._error_ids[error] = len(self.error_types)
-            self.error_types.append(error)
+
+            def make() -> int:
+                self.error_types.append(error)
+                return len(self.error_types) - 1
+
+            eid = self._intern(self._error_ids, error, make)
         return eid
 
     # -------------------------------------------------------------- listening
