@@ -161,3 +161,27 @@ def test_stacks_from_worker_processes() -> None:
         )
     assert "spin" in run.stacks
     assert run.stacks["spin"]["count"] > 10
+
+
+def test_concurrent_computes_recorded_row_by_row() -> None:
+    barrier = threading.Barrier(3)
+
+    def work(tag: str) -> None:
+        dsk = {(f"{tag}-abc12345", i): (add, i, 1) for i in range(300)}
+        barrier.wait()
+        dask.threaded.get(dsk, list(dsk), num_workers=2)
+
+    with daskprofile.profile(resources=False, stacks=False) as run:
+        threads = [threading.Thread(target=work, args=(t,)) for t in ("left", "mid", "right")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    tasks = run.tasks
+    assert len(tasks) == 900
+    assert tasks["compute"].nunique() == 3
+    # every row is whole: its key, group and compute belong together
+    for _, rows in tasks.groupby("compute"):
+        (group,) = set(rows["group"])
+        assert all(k.startswith(f"('{group}-abc12345', ") for k in rows["key"])
+        assert len(set(rows["key"])) == 300
