@@ -323,3 +323,14 @@ def test_decimate_keeps_extremes_of_every_bin() -> None:
         kept = (dx >= lo) & (dx < hi)
         assert dy[kept].max() == y[inside].max()
         assert dy[kept].min() == y[inside].min()
+
+
+def test_a_run_without_tasks_still_renders(tmp_path: Path, open_offline: Any) -> None:
+    with daskprofile.profile() as run:
+        pass
+    assert len(run.tasks) == 0
+    path = tmp_path / "empty.html"
+    to_html(run, path)
+    opened = open_offline(path)
+    assert_rendered(opened)
+    assert "No tasks recorded" in opened.page.inner_text("body")
