@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from daskprofile.stacktree import to_folded_lines  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-OUR_THREADS = ("daskprofile-distributed-stacks", "daskprofile-resources")
+OUR_THREADS = ("daskprofile-distributed", "daskprofile-resources")
 
 
 def slow(x: int) -> int:
@@ -46,6 +46,16 @@ def divide(x: int) -> float:
 
 def _our_threads(dask_worker: Any = None) -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(OUR_THREADS)]
+
+
+def _settled(read: Callable[[], Any], expected: Any, timeout: float = 3.0) -> Any:
+    """``read()`` once it equals ``expected`` (samplers end within ms of the block), or last."""
+    deadline = time.monotonic() + timeout
+    value = read()
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(0.02)
+        value = read()
+    return value
 
 
 def _cluster_state(client: Any) -> dict[str, Any]:
@@ -230,12 +240,12 @@ def test_plugins_topic_and_threads_are_removed(client: Any) -> None:
     with dd.profile(client) as run:
         during = _cluster_state(client)
         client.gather(client.map(slow, range(2)))
-    after = _cluster_state(client)
+    after = _settled(lambda: _cluster_state(client), before)
     assert after == before
     assert during != before
     assert any(p.startswith("daskprofile") for p in during["scheduler"]["plugins"])
     assert all(threads for _, threads in during["workers"].values())
-    assert not _our_threads()
+    assert not _settled(_our_threads, [])
     assert run.finished
 
 
@@ -333,7 +343,7 @@ def test_a_failing_plugin_warns_once_and_never_fails_the_computation(
     assert len(ours) == 1
     assert "boom in the scheduler plugin" in str(ours[0].message)
     assert [e["collector"] for e in run.meta["errors"]] == ["distributed"]
-    assert _cluster_state(inproc_client) == before
+    assert _settled(lambda: _cluster_state(inproc_client), before) == before
 
 
 def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any) -> None:
@@ -344,8 +354,8 @@ def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any)
     assert inproc_client.submit(slow, 3).result() == 3
     collector.stop()
     assert collector.failed
-    assert _cluster_state(inproc_client) == before
-    assert not _our_threads()
+    assert _settled(lambda: _cluster_state(inproc_client), before) == before
+    assert not _settled(_our_threads, [])
 
 
 def test_merge_tables_remaps_lookups() -> None:

@@ -157,6 +157,8 @@ class profile(_local_profile):
 
     def __enter__(self) -> Run:
         run = super().__enter__()
+        if "distributed" in run.meta.get("schedulers", ()):
+            return run  # the core recorder wired the cluster already
         from ..collectors.cache import CacheCollector
         from ..collectors.resources import ResourceCollector
         from ..collectors.tasks import TaskCollector

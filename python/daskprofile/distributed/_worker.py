@@ -141,7 +141,7 @@ class ProcessProbe:
         self.topic = topic
         self.settings = settings
         self.token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.seq = 0
         self.error: str | None = None
         self._error_sent = False
@@ -195,16 +195,32 @@ class ProcessProbe:
             from ..collectors.resources import ResourceCollector
 
             self.resources = ResourceCollector(s["dt"])
-            self.resources.start()
+            # its first sample lists the process tree (ms): not in the worker's event loop
+            _in_background("start", self._start_resources, self.resources)
+
+    def _start_resources(self, resources: Any) -> None:
+        try:
+            resources.start()
+        except Exception as exc:
+            self.error = self.error or f"worker {os.getpid()}: resource sampler: {exc!r}"
+        with self.lock:
+            stopped = self.resources is not resources
+        if stopped:  # stop() came first
+            resources.stop()
 
     def stop(self) -> None:
-        """Stop both samplers (idempotent); undrained samples are discarded."""
+        """Stop both samplers (idempotent); undrained samples are discarded.
+
+        The resource sampler ends in the background (its last sample takes milliseconds);
+        its thread is gone shortly after.
+        """
         stacks, self.stacks = self.stacks, None
-        resources, self.resources = self.resources, None
+        with self.lock:
+            resources, self.resources = self.resources, None
         if stacks is not None:
             stacks.stop()
         if resources is not None:
-            resources.stop()
+            _in_background("stop", resources.stop)
         if self._switch_lowered:
             self._switch_lowered = False
             _switch.restore()
@@ -276,6 +292,11 @@ class ProcessProbe:
                 self.error = f"worker {os.getpid()}: {exc!r}"
             self.stop()
             return None
+
+
+def _in_background(what: str, fn: Any, *args: Any) -> None:
+    name = f"daskprofile-distributed-{what}"
+    threading.Thread(target=fn, args=args, name=name, daemon=True).start()
 
 
 _probes: dict[str, ProcessProbe] = {}
