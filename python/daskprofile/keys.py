@@ -152,6 +152,11 @@ class GroupIndex:
         self._names: dict[str, int] = {}
         self._lock = threading.Lock()
 
+    @property
+    def names(self) -> dict[str, int]:
+        """Memo of key names (and stems) -> group id: a hit is the whole lookup."""
+        return self._names
+
     def group_id(self, group: str) -> int:
         """Id of ``group``, added if new (thread-safe)."""
         gid = self._ids.get(group)

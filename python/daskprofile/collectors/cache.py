@@ -38,6 +38,7 @@ class CacheCollector(Collector):
         self.columns = Columns(SPEC, max_records)
         self.lock = self.columns.lock
         self.index = GroupIndex()
+        self._names: dict[Any, int] = self.index.names  # name -> group id (index() fills it)
         self.occupancy: list[float] = []
         self._live: dict[int, dict[Hashable, tuple[int, float]]] = {}
         self._cols = self.columns.cols
@@ -60,17 +61,21 @@ class CacheCollector(Collector):
         live = self._live.get(compute.id)
         if live is None:
             return
-        gid = self.index.index(key, compute.dsk.get(key))
+        gid = self._names.get(key[0] if type(key) is tuple else key)
+        if gid is None:
+            gid = self.index.index(key, compute.dsk.get(key))
         value = 1.0 if self.metric is None else float(self.metric(result))
         live[key] = (gid, value)
-        changes = {gid: value}
-        released = state.get("released", ())
-        for dep in state["dependencies"].get(key, ()):
+        changes: dict[int, float] | None = None
+        released = state["released"]
+        for dep in state["dependencies"][key]:
             if dep in released:
                 entry = live.pop(dep, None)
                 if entry is not None:
+                    if changes is None:
+                        changes = {gid: value}
                     changes[entry[0]] = changes.get(entry[0], 0.0) - entry[1]
-        self._write(changes)
+        self._write(changes if changes is not None else {gid: value})
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         live = self._live.pop(compute.id, None)
