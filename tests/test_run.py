@@ -140,10 +140,13 @@ def test_key_labels_interned_per_group() -> None:
     dsk = {("x-abcdef12", i, j): (add, i, j) for i in range(3) for j in range(2)}
     dsk["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b"] = (add, 1, 1)
     dsk["plain"] = (add, 1, 2)
+    dsk["f-e6382f4d-1cc7-4ed7-84ec-5a9a4beb6998"] = (add, 1, 3)  # delayed: stored as 16 bytes
+    dsk["f-E6382F4D-1CC7-4ED7-84EC-5A9A4BEB6998"] = (add, 1, 4)  # not lowercase: kept as text
     with daskprofile.profile(resources=False, stacks=False, cache=False) as r:
         dask.get(dsk, list(dsk))
     df = r.tasks.set_index("key")
     assert df.loc["('x-abcdef12', 2, 1)", "group"] == "x"
     assert df.loc["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b", "group"] == "inc"
     assert df.loc["plain", "group"] == "plain"
+    assert df.loc["f-e6382f4d-1cc7-4ed7-84ec-5a9a4beb6998", "group"] == "f"
     assert sorted(df.index) == sorted(str(k) for k in dsk)

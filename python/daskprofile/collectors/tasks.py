@@ -10,6 +10,7 @@ prefix followed by the row's suffix, so no key, task or result object is kept al
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -30,6 +31,16 @@ SPEC = {
     "error": "H",
     "compute": "I",
 }
+
+
+#: set in a row's name id when its suffix is a uuid stored as 16 raw bytes
+UUID_FLAG = 0x8000_0000
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _tuple_suffix(key: tuple[Any, ...]) -> str:
@@ -163,16 +174,21 @@ class TaskCollector(Collector):
             nid = self._tuple_names.get(key[0])
             if nid is None:
                 nid = self._tuple_name(key, compute)
-            suffix = f"{key[1]})"
+            raw = f"{key[1]})".encode()
         else:
             nid, suffix = self._name_and_suffix(key, compute)
+            if len(suffix) == 36 and _UUID.fullmatch(suffix):  # delayed keys: 16 bytes
+                raw = bytes.fromhex(suffix.replace("-", ""))
+                nid |= UUID_FLAG
+            else:
+                raw = suffix.encode()
         w = self._by_tid.get(event.tid)
         wid = w[1] if w is not None and w[0] == event.pid else self._worker_id(event.pid, event.tid)
         eid = 0 if event.error is None else self._error_id(event.error)
         start = event.start
         cols = self.columns
         with self.lock:
-            self.text += suffix.encode()
+            self.text += raw
             self._start(start)
             self._wait(start - event.submit)
             self._duration(event.stop - start)
@@ -254,12 +270,16 @@ def decode(compact: dict[str, Any]) -> dict[str, Any]:
     name_groups = np.array([g for _, g in names] or [0], dtype=np.uint32)
     keys = [
         prefixes[n] + text[s:e].decode()
+        if n < UUID_FLAG
+        else prefixes[n ^ UUID_FLAG] + _uuid_text(text[s:e])
         for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
     ]
     start = rows["start"]
     return {
         "key": keys,
-        "group": name_groups[rows["name"]] if keys else np.empty(0, np.uint32),
+        "group": name_groups[rows["name"] & ~np.uint32(UUID_FLAG)]
+        if keys
+        else np.empty(0, np.uint32),
         "worker": rows["worker"],
         "submit": start - rows["wait"].astype(np.float64),
         "start": start,
