@@ -108,16 +108,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
-    print(f"threaded scheduler, {args.tasks:,} trivial tasks, median of {args.repeat}")
-    us = per_task(args.tasks, args.repeat)
-    dask_oh = us["dask's four"] - us["bare"]
-    our_oh = us["daskprofile"] - us["bare"]
-    print(f"  bare scheduler           {us['bare']:7.2f} us/task")
-    four = us["dask's four"]
-    print(f"  dask's four              {four:7.2f} us/task  overhead {dask_oh:6.2f} us/task")
-    mine = us["daskprofile"]
-    print(f"  daskprofile (all on)     {mine:7.2f} us/task  overhead {our_oh:6.2f} us/task")
-    print(f"  overhead ratio daskprofile / dask's four: {our_oh / dask_oh:.2f}x (target <= 0.5x)")
+    if args.tasks > 0:  # --tasks 0: only the fixed cost
+        print(f"threaded scheduler, {args.tasks:,} trivial tasks, median of {args.repeat}")
+        us = per_task(args.tasks, args.repeat)
+        dask_oh = us["dask's four"] - us["bare"]
+        our_oh = us["daskprofile"] - us["bare"]
+        print(f"  bare scheduler           {us['bare']:7.2f} us/task")
+        four = us["dask's four"]
+        print(f"  dask's four              {four:7.2f} us/task  overhead {dask_oh:6.2f} us/task")
+        mine = us["daskprofile"]
+        print(f"  daskprofile (all on)     {mine:7.2f} us/task  overhead {our_oh:6.2f} us/task")
+        print(
+            f"  overhead ratio daskprofile / dask's four: {our_oh / dask_oh:.2f}x (target <= 0.5x)"
+        )
 
     ms = fixed_cost(max(5, args.repeat * 3))
     print("fixed cost of a profiled 1-task compute (with block included), median")

@@ -44,6 +44,7 @@ _history: deque[Run] = deque()
 _live: list[Run] = []
 _subscribers: list[tuple[RunCallback | None, RunCallback | None]] = []
 _ids = itertools.count(1)
+_HOST = socket.gethostname()
 
 
 # ---------------------------------------------------------------- history + subscriptions
@@ -156,7 +157,7 @@ def _new_run(options: ProfileOptions) -> Run:
             "wall0": time.time(),
             "t0": perf_counter(),
             "t1": None,
-            "host": socket.gethostname(),
+            "host": _HOST,
             "pid": os.getpid(),
             "options": options.to_dict(),
             "schedulers": [],
