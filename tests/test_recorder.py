@@ -185,3 +185,23 @@ def test_concurrent_computes_recorded_row_by_row() -> None:
         (group,) = set(rows["group"])
         assert all(k.startswith(f"('{group}-abc12345', ") for k in rows["key"])
         assert len(set(rows["key"])) == 300
+
+
+def test_runs_recorded_elsewhere_can_be_announced() -> None:
+    recorder.clear_history()
+    seen: list[tuple[str, Run]] = []
+    unsubscribe = recorder.subscribe(
+        lambda r: seen.append(("start", r)), lambda r: seen.append(("end", r))
+    )
+    try:
+        run = Run({"id": "elsewhere", "finished": False})
+        recorder.add_live(run)
+        assert recorder.live_runs() == [run]
+        run.finish(1.0)
+        recorder.finish_live(run)
+    finally:
+        unsubscribe()
+    assert seen == [("start", run), ("end", run)]
+    assert recorder.history() == [run]
+    assert recorder.live_runs() == []
+    recorder.clear_history()

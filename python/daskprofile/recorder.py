@@ -35,7 +35,15 @@ from .hooks import Compute, TaskEvent
 from .options import ProfileOptions, history_size, profile_options
 from .run import Run
 
-__all__ = ["clear_history", "history", "live_runs", "profile", "subscribe"]
+__all__ = [
+    "add_live",
+    "clear_history",
+    "finish_live",
+    "history",
+    "live_runs",
+    "profile",
+    "subscribe",
+]
 
 RunCallback = Callable[[Run], None]
 
@@ -100,6 +108,22 @@ def _notify(index: int, run: Run) -> None:
             warnings.warn(
                 f"daskprofile: run subscriber raised {exc!r}", RuntimeWarning, stacklevel=3
             )
+
+
+def add_live(run: Run) -> None:
+    """Announce a run recorded by another component (magics, distributed): it is listed
+    in :func:`live_runs` and subscribers' ``on_start`` is called."""
+    with _lock:
+        if run not in _live:
+            _live.append(run)
+    _notify(0, run)
+
+
+def finish_live(run: Run) -> None:
+    """A run announced with :func:`add_live` has finished (``run.finish()`` called): keep
+    it in the history and call subscribers' ``on_end``."""
+    _keep(run)
+    _notify(1, run)
 
 
 def _keep(run: Run) -> None:
