@@ -272,7 +272,11 @@ class profile:
         self._wire_stacks(run, self.options)
         for listener in self._listeners:
             listener.errors = run.meta["errors"]
-        self._starters = [_start_in_background(run, name, s) for name, s in self._samplers]
+        for name, sampler in self._samplers:
+            if name == "resources":  # its first sample lists the process tree: milliseconds
+                self._starters.append(_start_in_background(run, name, sampler))
+            else:
+                _guarded(run, name, sampler.start)
         with _lock:
             _live.append(run)
         for listener in self._listeners:
