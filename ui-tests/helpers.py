@@ -194,3 +194,83 @@ def open_notebook_in_workspace(page: Any, lab: Any, name: str, workspace: str,
     page.wait_for_selector(
         ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
     )
+
+
+# --- notebook cells typed and run in the browser, panel state over time -----------------
+
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+
+def cells(page: Any) -> Any:
+    """The code cells of the visible notebook."""
+    return page.locator(f"{NOTEBOOK} .jp-Cell")
+
+
+def submit_code(page: Any, source: str) -> Any:
+    """Put ``source`` in the notebook's last cell and run it (Shift+Enter); returns the cell.
+
+    The text is inserted in one piece (no key events), so the editor neither auto-indents
+    nor auto-closes brackets; the cell is fresh (``[ ]``) so its prompt tells when it ran.
+    """
+    all_cells = cells(page)
+    all_cells.first.wait_for()
+    cell = all_cells.nth(all_cells.count() - 1)  # pinned: Shift+Enter appends a new cell
+    editor = cell.locator(".cm-content")
+    editor.click()
+    page.keyboard.press("ControlOrMeta+a")
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def wait_cell_done(cell: Any, timeout: float = 120_000) -> str:
+    """Wait until ``cell`` has run (its prompt shows a number); returns its output text."""
+    import re
+
+    cell.locator(".jp-InputArea-prompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(
+        timeout=timeout
+    )
+    outputs = cell.locator(".jp-OutputArea-output")
+    return "\n".join(outputs.nth(i).inner_text() for i in range(outputs.count()))
+
+
+def run_code(page: Any, source: str, timeout: float = 120_000) -> str:
+    """Run ``source`` in a new cell and return its output text."""
+    return wait_cell_done(submit_code(page, source), timeout)
+
+
+def output_value(output: str, tag: str) -> str:
+    """The word after ``tag`` in a cell's output (cells print ``TAG value``)."""
+    for line in output.splitlines():
+        if line.startswith(tag + " "):
+            return line[len(tag) + 1 :].strip()
+    raise AssertionError(f"no {tag!r} line in the output {output!r}")
+
+
+RECORD_JS = """(sel) => {
+    const el = document.querySelector(sel);
+    const log = window.__daskprofileLog = [];
+    const snap = () => log.push(Object.assign({t: Date.now()}, el.dataset));
+    snap();
+    window.__daskprofileObserver?.disconnect();
+    window.__daskprofileObserver = new MutationObserver(snap);
+    window.__daskprofileObserver.observe(el, {attributes: true});
+}"""
+
+
+def record_panel(page: Any) -> None:
+    """Log every change of the panel's data attributes with its time (``Date.now()``)."""
+    page.evaluate(RECORD_JS, PANEL)
+
+
+def panel_log(page: Any) -> list[dict[str, Any]]:
+    """What :func:`record_panel` logged: one dict of data attributes (+ ``t``, ms) a change."""
+    return page.evaluate("() => window.__daskprofileLog || []")  # type: ignore[no-any-return]
+
+
+def first_time(log: list[dict[str, Any]], predicate: Any) -> float | None:
+    """Seconds (Unix) of the first logged state where ``predicate(state)`` holds."""
+    for state in log:
+        if predicate(state):
+            return float(state["t"]) / 1000
+    return None

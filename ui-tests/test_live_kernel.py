@@ -1,0 +1,134 @@
+"""End to end: the panel on a real ipykernel computing with Dask, in a real JupyterLab and
+a real Chromium. Code is typed into notebook cells and run with Shift+Enter; the tests wait
+on the panel's data attributes (mirrors of its model) and read canvas pixels."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from helpers import (
+    PANEL,
+    canvas_stats,
+    first_time,
+    open_notebook_in_workspace,
+    open_panel,
+    output_value,
+    panel_data,
+    panel_log,
+    record_panel,
+    run_code,
+    submit_code,
+    wait_cell_done,
+    wait_data,
+    wait_status,
+    widen_panel,
+)
+
+from conftest import write_notebook
+
+STREAM = ".jp-DaskProfile-taskStream canvas"
+LINES = ".jp-DaskProfile-resources canvas"
+FLAME = ".jp-DaskProfile-flame canvas"
+
+# a few seconds of dask.array work on 2 threads: ~850 tasks, matmul blocks keep the CPU busy
+MATMUL = (
+    "import time, dask.array as da; "
+    "x = da.random.random((1000, 1000), chunks=(125, 125)); "
+    "t_start = time.time(); total = (x @ x.T).sum().compute(); t_done = time.time(); "
+    "print('T_START', t_start); print('T_DONE', t_done)"
+)
+# what the kernel recorded for the last cell's run
+KERNEL_TASKS = (
+    "import daskprofile.recorder as R; run = R.history()[-1]; "
+    "print('TASKS', len(run.tasks)); print('RUN', run.meta['id'])"
+)
+SLOW = 240_000  # ms: the machine is shared, computes may crawl
+
+
+def _connected(page: Any, lab: Any, name: str, workspace: str) -> None:
+    write_notebook(lab.root, name, [""])
+    open_notebook_in_workspace(page, lab, name, workspace)
+    open_panel(page)
+    wait_status(page, "connected")
+
+
+def _pixels_drawn(page: Any) -> dict[str, dict[str, Any]]:
+    stats = {sel: canvas_stats(page, sel) for sel in (STREAM, LINES, FLAME)}
+    for sel, s in stats.items():
+        assert s["filled"] > 0.01, (sel, s)
+    return stats
+
+
+def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, capsys: Any) -> None:
+    _connected(page, lab, "live.ipynb", "live")
+    widen_panel(page, 800)
+    record_panel(page)
+    cell = submit_code(page, MATMUL)
+
+    # while the cell runs: rectangles, resource samples and flame nodes arrive, live
+    wait_data(page, "run-state", "v === 'live'", timeout=SLOW)
+    page.wait_for_function(
+        f"""() => {{
+            const d = document.querySelector('{PANEL}').dataset;
+            return d.runState === 'live' && Number(d.tasks) > 0 && Number(d.resources) > 0
+                && Number(d.flameNodes) > 0
+                && Number(document.querySelector('{STREAM}').dataset.rects) > 0;
+        }}""",
+        timeout=SLOW,
+    )
+    live = _pixels_drawn(page)
+    live_state = {k: panel_data(page, k) for k in ("tasks", "resources", "flame-nodes")}
+
+    out = wait_cell_done(cell, SLOW)
+    t_start, t_done = float(output_value(out, "T_START")), float(output_value(out, "T_DONE"))
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    kernel = run_code(page, KERNEL_TASKS)
+    n, run_id = int(output_value(kernel, "TASKS")), output_value(kernel, "RUN")
+    assert n > 500
+    wait_data(page, "tasks", f"v === '{n}'")
+    assert panel_data(page, "run") == run_id
+    assert panel_data(page, "runs") == "1"
+    assert f"{n:,}" in page.locator(".jp-DaskProfile-runBar").inner_text()
+    final = _pixels_drawn(page)
+
+    log = panel_log(page)
+    first_rows = first_time(log, lambda s: int(s.get("tasks") or 0) > 0)
+    all_rows = first_time(log, lambda s: s.get("tasks") == str(n))
+    finished = first_time(log, lambda s: s.get("runState") == "finished")
+    assert first_rows is not None
+    assert all_rows is not None
+    assert finished is not None
+    # the first rows were on screen before the compute returned: streamed, not replayed
+    assert first_rows < t_done, (first_rows, t_done)
+    with capsys.disabled():
+        print(
+            "\nlive_kernel lag:",
+            json.dumps(
+                {
+                    "tasks": n,
+                    "compute_s": round(t_done - t_start, 2),
+                    "first_rows_after_start_s": round(first_rows - t_start, 3),
+                    "all_rows_after_compute_end_s": round(all_rows - t_done, 3),
+                    "run_end_after_compute_end_s": round(finished - t_done, 3),
+                    "while_live": live_state,
+                    "live_filled": {k: round(v["filled"], 3) for k, v in live.items()},
+                    "final_filled": {k: round(v["filled"], 3) for k, v in final.items()},
+                }
+            ),
+        )
+
+    # reload (same workspace, same kernel): the kernel replays the run it kept
+    open_notebook_in_workspace(page, lab, "live.ipynb", "live", reset=False)
+    open_panel(page)
+    wait_status(page, "connected")
+    wait_data(page, "run-state", "v === 'finished'")
+    wait_data(page, "tasks", f"v === '{n}'")
+    assert panel_data(page, "run") == run_id
+    assert int(panel_data(page, "resources")) > 0
+    wait_data(page, "flame-nodes", "Number(v) > 0")
+    page.wait_for_function(f"() => Number(document.querySelector('{STREAM}').dataset.rects) > 0")
+    _pixels_drawn(page)
+    assert not [e for e in page.console_errors if "daskprofile" in e]
+    assert time.time() > t_done
