@@ -274,3 +274,21 @@ def first_time(log: list[dict[str, Any]], predicate: Any) -> float | None:
         if predicate(state):
             return float(state["t"]) / 1000
     return None
+
+
+def run_command(page: Any, label: str) -> None:
+    """Run the command labelled ``label`` from the command palette (Ctrl+Shift+C)."""
+    page.keyboard.press("Escape")
+    page.keyboard.press("ControlOrMeta+Shift+c")
+    search = page.locator(".lm-CommandPalette-input")
+    search.wait_for(state="visible")
+    search.fill(label)
+    page.locator(".lm-CommandPalette-item", has_text=label).first.click()
+
+
+def restart_kernel(page: Any) -> None:
+    """Kernel > Restart Kernel…, then confirm the dialog."""
+    page.keyboard.press("Escape")
+    page.locator(".lm-MenuBar-item", has_text="Kernel").click()
+    page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
+    page.locator(".jp-Dialog-button", has_text="Restart").click()

@@ -18,6 +18,7 @@ from helpers import (
     panel_data,
     panel_log,
     record_panel,
+    restart_kernel,
     run_code,
     submit_code,
     wait_cell_done,
@@ -132,3 +133,82 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
     _pixels_drawn(page)
     assert not [e for e in page.console_errors if "daskprofile" in e]
     assert time.time() > t_done
+
+
+NAPS = (
+    "import dask, time; "
+    "naps = [dask.delayed(time.sleep)(0.05, dask_key_name=('nap', i)) for i in range(20)]; "
+    "_ = dask.compute(*naps)"
+)
+
+
+def test_kernel_restart_is_announced_and_the_next_run_shown(page: Any, lab: Any) -> None:
+    _connected(page, lab, "restart.ipynb", "restart")
+    run_code(page, NAPS)
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    wait_data(page, "tasks", "v === '20'")
+    before = panel_data(page, "run")
+
+    restart_kernel(page)
+    wait_data(page, "notice", "v === 'restarted'", timeout=SLOW)
+    wait_status(page, "connected")
+    assert "kernel restarted" in page.locator(PANEL).inner_text()
+    wait_data(page, "runs", "v === '0'")
+
+    run_code(page, NAPS)
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    wait_data(page, "tasks", "v === '20'")
+    wait_data(page, "notice", "v === ''")
+    assert panel_data(page, "run") not in ("", before)
+    assert panel_data(page, "runs") == "1"
+    assert "kernel restarted" not in page.locator(PANEL).inner_text()
+    assert not [e for e in page.console_errors if "daskprofile" in e]
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+HOSTILE_RUN = (  # the name leads: the run's title (the cell's source) shows it too
+    f"name = {HOSTILE!r}; import dask, time; "
+    "parts = [dask.delayed(time.sleep)(0.4, dask_key_name=(name, i)) for i in range(4)]; "
+    "_ = dask.compute(*parts)"
+)
+
+
+def test_task_keys_with_html_from_the_kernel_are_text(page: Any, lab: Any) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    _connected(page, lab, "hostile.ipynb", "hostile")
+    widen_panel(page, 800)
+    run_code(page, HOSTILE_RUN)
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    wait_data(page, "tasks", "v === '4'")
+    # dask's key_split names the group "img"; the full key shows on hover
+    assert "img" in page.locator(".jp-DaskProfile-legend").inner_text()
+
+    # hover along the first lane until a task's tooltip shows, with its key fetched
+    canvas = page.locator(STREAM)
+    page.wait_for_function(f"() => Number(document.querySelector('{STREAM}').dataset.rects) > 0")
+    box = canvas.bounding_box()
+    lanes = int(panel_data(page, "workers"))
+    y = box["y"] + 18 + (box["height"] - 18) / max(1, lanes) / 2
+    tooltip = page.locator(".jp-DaskProfile-taskStream .jp-DaskProfile-tooltip")
+    for frac in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.05, 0.7, 0.8):
+        page.mouse.move(box["x"] + 72 + (box["width"] - 72) * frac, y)
+        try:
+            tooltip.wait_for(state="visible", timeout=2_000)
+            break
+        except Exception:
+            continue
+    tooltip.wait_for(state="visible", timeout=10_000)
+    page.wait_for_function(
+        """(key) => document.querySelector(
+            '.jp-DaskProfile-taskStream .jp-DaskProfile-tooltip').textContent.includes(key)""",
+        arg=f"('{HOSTILE}', ",
+        timeout=60_000,
+    )
+    assert HOSTILE in tooltip.inner_text()
+    assert tooltip.locator("img").count() == 0
+    assert page.locator(f"{PANEL} img").count() == 0
+    assert page.locator("img[src='x']").count() == 0
+    # the run's title (the cell's source) is text too
+    assert HOSTILE in page.locator(".jp-DaskProfile-runBar select").inner_text()
+    assert dialogs == []
