@@ -44,8 +44,14 @@ VARIANTS = {{
     "bare": None,
     "dask ProgressBar": lambda: DaskBar(),
     "daskprofile hook only": _empty,
-    "daskprofile.ProgressBar": lambda: daskprofile.ProgressBar(),
+    "daskprofile.ProgressBar": lambda: _keep(daskprofile.ProgressBar()),
 }}
+BARS = []
+
+def _keep(bar):
+    BARS.append(bar)
+    return bar
+
 
 def _time(make):
     start, cpu = time.perf_counter(), time.process_time()
@@ -59,6 +65,7 @@ def _time(make):
 
 ROUND_CODE = "print('RESULT', json.dumps(_time(VARIANTS[{name!r}])))"
 CHECK_CODE = "print('RESULT', json.dumps(type(daskprofile.ProgressBar()).__module__))"
+OWN_CPU_CODE = "print('RESULT', json.dumps([b.own_cpu for b in BARS[1:]]))"
 
 
 def run_code(client: Any, code: str, timeout: float = 600) -> tuple[Any, int]:
@@ -137,6 +144,9 @@ def main() -> None:
         kind, _ = run_code(client, CHECK_CODE)
         print(f"daskprofile.ProgressBar in the kernel: {kind}")
         report(measure(client, args.rounds), args.tasks)
+        own, _ = run_code(client, OWN_CPU_CODE)
+        per_task = statistics.median(own) / args.tasks * 1e6
+        print(f"widget bar's own CPU (timer thread + callbacks, measured): {per_task:.2f} us/task")
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -212,8 +212,14 @@ def test_notebook_exported_to_html_shows_the_view_offline(
     path.write_text(body)
     page, seen = offline_page
     page.goto(path.as_uri())
-    frame = _view_frame(page)
-    assert frame.evaluate(JS_CANVASES) > 0
+    _view_frame(page)
+    views = page.query_selector_all("iframe.daskprofile-view")
+    assert len(views) == 2  # two views, each with its own BokehJS: no clash
+    for view in views:
+        frame = view.content_frame()
+        frame.wait_for_function(IDLE, timeout=30_000)
+        assert frame.evaluate(JS_CANVASES) > 0
     assert seen["dialogs"] == []
+    assert seen["errors"] == []
     # nbconvert's own template asks CDNs for require.js/MathJax; the view asks for nothing
     assert not [url for url in seen["refused"] if "bokeh" in url]

@@ -1,12 +1,12 @@
 """Progress bars as ipywidgets: an overall bar, a bar per task group, erred count, elapsed.
 
-Nothing is done per task. A timer thread wakes every ``dt`` seconds (0.1 by default),
-reads dask's scheduler state (``len(state["finished"])`` for the overall bar; the keys
-finished since the previous tick for the group bars) and updates two widgets: one
-``IntProgress`` and one ``HTML`` table, so at most ~2 comm messages per tick whatever
-the number of tasks or groups. The work of a tick is O(finished tasks) in C (a set copy
-and difference); when it gets long, group bars are refreshed less often than the
-overall bar, so the timer never takes more than ~10% of a core.
+Nothing is done per task. A timer thread wakes every ``dt`` seconds (0.1 by default)
+and reads dask's scheduler state: ``len(state["finished"])`` moves the overall bar (one
+comm message per tick at most); every ``GROUP_PERIOD`` seconds or more, the keys finished
+since the last look (a C-level set difference, O(finished tasks)) are counted into groups
+by key name and the header and the group table (one ``HTML`` widget) are redrawn. The
+group refresh backs off so that it takes at most ``GROUP_BUDGET`` of wall time, however
+many tasks there are. Group names reach the page escaped.
 
 Outside an IPython kernel, or with ``out=`` given, it is the text bar of
 :mod:`daskprofile.diagnostics` (which it subclasses, so ``isinstance`` checks hold).
@@ -14,11 +14,14 @@ Outside an IPython kernel, or with ``out=`` given, it is the text bar of
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import html
 import sys
 import threading
-from collections.abc import Hashable, Mapping
+import time
+from collections import Counter
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import IO, Any
@@ -26,14 +29,16 @@ from typing import IO, Any
 from dask.utils import format_time
 
 from ..diagnostics import ProgressBar as TextProgressBar
-from ..keys import GroupIndex, group_color
+from ..keys import GroupIndex, group_color, key_name
 
 __all__ = ["ProgressBar", "in_kernel"]
 
 #: group rows shown; the rest are summed into one "other groups" row
 MAX_GROUPS = 12
-#: the share of the timer thread's time that group refreshes may take
-GROUP_BUDGET = 0.1
+#: the share of wall time that refreshing group bars (and the header) may take
+GROUP_BUDGET = 0.05
+#: the shortest period between two refreshes of the group bars and the header (s)
+GROUP_PERIOD = 0.25
 
 
 def in_kernel() -> bool:
@@ -44,14 +49,23 @@ def in_kernel() -> bool:
 
 
 # ---------------------------------------------------------------- counting (no widgets)
+def _names(keys: Iterable[Hashable]) -> list[Any]:
+    """The name part of each key (``('x-1', 0)`` -> ``'x-1'``), in C-speed loops."""
+    names = [k[0] if type(k) is tuple and k else k for k in keys]
+    if all(type(n) is str for n in names):
+        return names
+    return [n if type(n) is str else key_name(n) for n in names]
+
+
 @dataclass
 class _Watch:
     """One compute being watched: its scheduler state and what was counted of it."""
 
     dsk: Mapping[Any, Any]
     state: dict[str, Any]
-    keys: list[Hashable]  # the tasks (not data) of the compute
+    keys: list[Hashable]  # the tasks (not data) of the compute, until grouped
     counted: set[Hashable] = field(default_factory=set)
+    gid: dict[Any, int] = field(default_factory=dict)  # key name -> group id
     totals_known: bool = False
 
 
@@ -59,7 +73,8 @@ class Tally:
     """Progress of the computes of one bar: task and per-group counts, erred, computes.
 
     ``add``/``update``/``finish`` are called under the bar's lock; ``update`` reads dask's
-    live state without locking it (set copies are atomic under the GIL).
+    live state without locking it (set operations are atomic under the GIL). Keys are
+    grouped by name: one group lookup per distinct name, then C-level counting.
     """
 
     def __init__(self) -> None:
@@ -79,16 +94,22 @@ class Tally:
         self.total += len(keys)
         self.computes += 1
 
-    def _group(self, key: Hashable, dsk: Mapping[Any, Any]) -> int:
-        gid = self.index.index(key, dsk.get(key))
-        while gid >= len(self.group_total):
-            self.group_total.append(0)
-            self.group_done.append(0)
-        return gid
+    def _gids(self, watch: _Watch, keys: Iterable[Hashable]) -> Counter[int]:
+        """How many of ``keys`` fall in each group (new names are looked up once)."""
+        names = _names(keys)
+        gid = watch.gid
+        for name, key in dict(zip(names, keys, strict=True)).items():
+            if name not in gid:
+                gid[name] = self.index.index(key, watch.dsk.get(key))
+        missing = len(self.index.groups) - len(self.group_total)
+        self.group_total.extend([0] * missing)
+        self.group_done.extend([0] * missing)
+        return Counter(map(gid.__getitem__, names))
 
     def _count_totals(self, watch: _Watch) -> None:
-        for key in watch.keys:
-            self.group_total[self._group(key, watch.dsk)] += 1
+        for g, n in self._gids(watch, watch.keys).items():
+            self.group_total[g] += n
+        watch.keys = []
         watch.totals_known = True
 
     def overall(self) -> int:
@@ -103,12 +124,14 @@ class Tally:
         for watch in list(self.watches.values()):
             if not watch.totals_known:
                 self._count_totals(watch)
-            finished = set(watch.state.get("finished", ()))
-            new = finished - watch.counted
-            for key in new:
-                self.group_done[self._group(key, watch.dsk)] += 1
-            watch.counted = finished
-            self.done += len(new)
+            new = watch.state.get("finished", set()) - watch.counted
+            if not new:
+                continue
+            watch.counted |= new
+            keys = list(new)
+            for g, n in self._gids(watch, keys).items():
+                self.group_done[g] += n
+            self.done += len(keys)
 
     def finish(self, ident: int, failed: bool) -> None:
         """A compute ended: count it completely and forget its state."""
@@ -177,12 +200,15 @@ class _View:
         self.groups = w.HTML(value="")
         self.box = w.VBox([self.header, self.bar, self.groups])
 
-    def show(self, header: str, done: int, total: int, style: str, groups: str | None) -> None:
+    def show(
+        self, header: str | None, done: int, total: int, style: str, groups: str | None
+    ) -> None:
         with self.bar.hold_sync():
             self.bar.max = max(total, 1)
             self.bar.value = min(done, max(total, 1))
             self.bar.bar_style = style
-        self.header.value = html.escape(header)
+        if header is not None:
+            self.header.value = html.escape(header)
         if groups is not None:
             self.groups.value = groups
 
@@ -206,11 +232,27 @@ class ProgressBar(TextProgressBar):
         self._tally = Tally()
         self._view: _View | None = None
         self._shown = False
+        self._display_lock = threading.Lock()
         self._active: dict[int, float] = {}  # id(dask state) -> start
         self._first_start: float | None = None
         self._wbar_timer: threading.Thread | None = None
         self._stop = threading.Event()
         self._group_due = 0.0
+        self._cpu: dict[str, float] = {}
+
+    @property
+    def own_cpu(self) -> float:
+        """CPU seconds this bar spent (its timer thread and its dask callbacks)."""
+        return sum(self._cpu.values())
+
+    @contextlib.contextmanager
+    def _metered(self, where: str) -> Iterator[None]:
+        """Add the CPU time of the block to ``own_cpu`` (one counter per thread role)."""
+        start = time.thread_time()
+        try:
+            yield
+        finally:
+            self._cpu[where] = self._cpu.get(where, 0.0) + time.thread_time() - start
 
     @property
     def tally(self) -> Tally:
@@ -227,7 +269,7 @@ class ProgressBar(TextProgressBar):
         if self.text:
             super()._start(dsk)
             return
-        with self._lock:
+        with self._metered("compute"), self._lock:
             if self._first_start is None:
                 self._first_start = perf_counter()
             if self._view is None:
@@ -237,27 +279,29 @@ class ProgressBar(TextProgressBar):
         if self.text:
             super()._start_state(dsk, state)
             return
-        with self._lock:
-            self._tally.add(id(state), dsk, state)
-            self._active[id(state)] = perf_counter()
-        if self._minimum <= 0:
-            self._display()
-        self._ensure_timer()
+        with self._metered("compute"):
+            with self._lock:
+                self._tally.add(id(state), dsk, state)
+                self._active[id(state)] = perf_counter()
+            if self._minimum <= 0:
+                self._display()
+            self._ensure_timer()
 
     def _finish(self, dsk: Any, state: dict[str, Any], errored: bool) -> None:
         if self.text:
             super()._finish(dsk, state, errored)
             return
-        with self._lock:
-            self._tally.finish(id(state), errored)
-            self._active.pop(id(state), None)
-            last = not self._active
-        if last:
-            self._stop_timer()
-        self.last_duration = self._elapsed()
-        if self._shown or self.last_duration >= self._minimum:
-            self._display()
-            self._refresh(final=last)
+        with self._metered("compute"):
+            with self._lock:
+                self._tally.finish(id(state), errored)
+                self._active.pop(id(state), None)
+                last = not self._active
+            if last:
+                self._stop_timer()
+            self.last_duration = self._elapsed()
+            if self._shown or self.last_duration >= self._minimum:
+                self._display()
+                self._refresh(final=last)
 
     # ------------------------------------------------------------ timer
     def _ensure_timer(self) -> None:
@@ -279,17 +323,19 @@ class ProgressBar(TextProgressBar):
     def _tick(self) -> None:
         while not self._stop.wait(self._dt):
             if self._elapsed() >= self._minimum:
-                self._display()
-                self._refresh(final=False)
+                with self._metered("timer"):
+                    self._display()
+                    self._refresh(final=False)
 
     def _elapsed(self) -> float:
         return perf_counter() - (self._first_start or perf_counter())
 
     # ------------------------------------------------------------ drawing
     def _display(self) -> None:
-        if self._shown or self._view is None:
-            return
-        self._shown = True
+        with self._display_lock:  # the timer and the scheduling thread may both get here
+            if self._shown or self._view is None:
+                return
+            self._shown = True
         from IPython.display import display
 
         display(self._view.box)  # type: ignore[no-untyped-call]
@@ -305,7 +351,7 @@ class ProgressBar(TextProgressBar):
             if final or now >= self._group_due:
                 self._tally.update()
                 cost = perf_counter() - now
-                self._group_due = now + max(self._dt, cost / GROUP_BUDGET)
+                self._group_due = now + max(self._dt, GROUP_PERIOD, cost / GROUP_BUDGET)
                 groups = groups_html(self._tally.rows())
             t = self._tally
             counts = {"done": t.overall(), "total": t.total, "erred": t.erred}
@@ -314,5 +360,7 @@ class ProgressBar(TextProgressBar):
             style, word = ("danger", "Failed after") if t.erred else ("success", "Completed")
         else:
             style, word = "info", "Running:"
-        text = header_text(**counts, computes=computes, elapsed=self._elapsed(), end=word)
+        text = None
+        if groups is not None:  # the header (elapsed time) changes with the group bars
+            text = header_text(**counts, computes=computes, elapsed=self._elapsed(), end=word)
         view.show(text, counts["done"], counts["total"], style, groups)
