@@ -219,7 +219,14 @@ export class TaskStreamView extends CanvasView {
       ctx.fillStyle = theme.grid;
       ctx.fillRect(Math.round(x), AXIS, 1, height - AXIS);
       ctx.fillStyle = theme.muted;
-      ctx.fillText(formatTick(t, step), x + 3, AXIS / 2);
+      const label = formatTick(t, step);
+      const w = ctx.measureText(label).width;
+      // a label that would run past the plot's right edge goes left of its tick
+      ctx.fillText(
+        label,
+        x + 3 + w > GUTTER + plotW ? x - 3 - w : x + 3,
+        AXIS / 2
+      );
     }
   }
 
