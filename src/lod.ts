@@ -436,6 +436,27 @@ export function decimate(
   return out;
 }
 
+/**
+ * The vertices of a step line through a decimated series, as (x, value) pairs: the value
+ * holds until the next column, where the line runs across at the held value, then spans
+ * the column's min..max vertically and leaves at its last value. (Joining a column's max
+ * straight to the next column's x would draw a diagonal whenever a value rose and fell
+ * within one pixel column and then held.)
+ */
+export function stepVertices(d: IDecimated): [number, number][] {
+  const out: [number, number][] = [];
+  let held = NaN;
+  for (let i = 0; i < d.x.length; i++) {
+    const x = d.x[i];
+    if (i > 0) {
+      out.push([x, held]);
+    }
+    out.push([x, d.min[i]], [x, d.max[i]], [x, d.last[i]]);
+    held = d.last[i];
+  }
+  return out;
+}
+
 /** Pack an RGB colour as a little-endian RGBA pixel (opaque). */
 export function packPixel(r: number, g: number, b: number): number {
   return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;

@@ -9,7 +9,8 @@ import {
   lowerBound,
   packPixel,
   paintRects,
-  RectBuffer
+  RectBuffer,
+  stepVertices
 } from '../src/lod';
 
 function lane(tasks: [number, number][]): LaneIndex {
@@ -153,6 +154,28 @@ describe('decimate', () => {
     assert.equal(d.max[1], 9);
     assert.equal(d.last[1], 9);
     assert.deepEqual(decimate(time, values, 0, 0, 1, 10).x, []);
+  });
+});
+
+describe('stepVertices', () => {
+  it('holds a value across columns: no diagonal after a rise and fall in one column', () => {
+    // cache occupancy: 0, up to 5 and back to 0 within column 10, held until column 90
+    const time = Float64Array.from([0, 1.0, 1.001, 1.002, 9.0]);
+    const values = Float64Array.from([0, 3, 5, 0, 2]);
+    const d = decimate(time, values, 5, 0, 10, 100);
+    const v = stepVertices(d);
+    for (let i = 1; i < v.length; i++) {
+      const [x0, y0] = v[i - 1];
+      const [x1, y1] = v[i];
+      assert.ok(
+        x0 === x1 || y0 === y1,
+        `segment ${i} is diagonal: ${v[i - 1]} -> ${v[i]}`
+      );
+    }
+    assert.deepEqual(v[v.length - 1], [90, 2]);
+    assert.ok(v.some(([x, y]) => x === 10 && y === 5)); // the spike is drawn
+    assert.ok(v.some(([x, y]) => x === 90 && y === 0)); // 0 held until the next change
+    assert.deepEqual(stepVertices(decimate(time, values, 0, 0, 1, 10)), []);
   });
 });
 

@@ -4,7 +4,7 @@
  */
 
 import { formatBytes, formatPercent, niceTicks } from '../format';
-import { decimate, IDecimated } from '../lod';
+import { decimate, IDecimated, stepVertices } from '../lod';
 import { ChangeKind, ProfileModel, RunData } from '../model';
 import { CanvasView, GUTTER } from './canvas';
 import { TimeViewport } from './viewport';
@@ -247,20 +247,18 @@ export class CacheView extends TimeSeriesView {
       );
       ctx.strokeStyle = run.group(group).color;
       ctx.beginPath();
-      let prevY = NaN;
-      for (let i = 0; i < d.x.length; i++) {
-        const x = GUTTER + d.x[i];
-        const y = top + h - (d.max[i] / max) * h;
+      const points = stepVertices(d);
+      points.forEach(([x, v], i) => {
+        const y = top + h - (v / max) * h;
         if (i === 0) {
-          ctx.moveTo(x, y);
+          ctx.moveTo(GUTTER + x, y);
         } else {
-          ctx.lineTo(x, prevY);
-          ctx.lineTo(x, y);
+          ctx.lineTo(GUTTER + x, y);
         }
-        prevY = top + h - (d.last[i] / max) * h;
-      }
-      if (d.x.length > 0) {
-        ctx.lineTo(GUTTER + plotW, prevY);
+      });
+      if (points.length > 0) {
+        const last = points[points.length - 1][1];
+        ctx.lineTo(GUTTER + plotW, top + h - (last / max) * h);
       }
       ctx.stroke();
     }
