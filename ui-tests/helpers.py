@@ -292,3 +292,18 @@ def restart_kernel(page: Any) -> None:
     page.locator(".lm-MenuBar-item", has_text="Kernel").click()
     page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
     page.locator(".jp-Dialog-button", has_text="Restart").click()
+
+
+def open_from_path(page: Any, path: str) -> None:
+    """File > Open from Path…: open ``path`` in a new tab of the same page (no reload)."""
+    page.keyboard.press("Escape")
+    page.locator(".lm-MenuBar-item", has_text="File").click()
+    page.locator(".lm-Menu-item", has_text="Open from Path…").first.click()
+    page.locator(".jp-Dialog input").fill(path)
+    page.locator(".jp-Dialog-button", has_text="Open").click()
+    page.locator(f'.lm-DockPanel-tabBar .lm-TabBar-tab[title*="{path}"]').wait_for()
+
+
+def activate_tab(page: Any, path: str) -> None:
+    """Bring the main-area tab of document ``path`` to the front."""
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=path).first.click()

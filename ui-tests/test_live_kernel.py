@@ -8,10 +8,13 @@ import json
 import time
 from typing import Any
 
+import pytest
 from helpers import (
     PANEL,
+    activate_tab,
     canvas_stats,
     first_time,
+    open_from_path,
     open_notebook_in_workspace,
     open_panel,
     output_value,
@@ -20,6 +23,7 @@ from helpers import (
     record_panel,
     restart_kernel,
     run_code,
+    run_command,
     submit_code,
     wait_cell_done,
     wait_data,
@@ -165,6 +169,29 @@ def test_kernel_restart_is_announced_and_the_next_run_shown(page: Any, lab: Any)
     assert not [e for e in page.console_errors if "daskprofile" in e]
 
 
+def test_switching_notebooks_away_and_back_replays_the_run(page: Any, lab: Any) -> None:
+    write_notebook(lab.root, "other.ipynb", [""])
+    _connected(page, lab, "first.ipynb", "switch")
+    run_code(page, NAPS)
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    wait_data(page, "tasks", "v === '20'")
+    run_id = panel_data(page, "run")
+
+    open_from_path(page, "other.ipynb")  # another kernel: the panel follows it, no runs yet
+    page.wait_for_selector(f"{PANEL}[data-path='other.ipynb']", state="attached")
+    open_panel(page)  # opening from a path shows the file browser in the sidebar
+    wait_status(page, "connected", timeout=SLOW)
+    wait_data(page, "runs", "v === '0'")
+
+    activate_tab(page, "first.ipynb")  # back: the first kernel replays its run
+    page.wait_for_selector(f"{PANEL}[data-path='first.ipynb']")
+    wait_status(page, "connected")
+    wait_data(page, "run", f"v === '{run_id}'")
+    wait_data(page, "tasks", "v === '20'")
+    wait_data(page, "run-state", "v === 'finished'")
+    assert not [e for e in page.console_errors if "daskprofile" in e]
+
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 HOSTILE_RUN = (  # the name leads: the run's title (the cell's source) shows it too
     f"name = {HOSTILE!r}; import dask, time; "
@@ -212,3 +239,57 @@ def test_task_keys_with_html_from_the_kernel_are_text(page: Any, lab: Any) -> No
     # the run's title (the cell's source) is text too
     assert HOSTILE in page.locator(".jp-DaskProfile-runBar select").inner_text()
     assert dialogs == []
+
+
+# the README's demo workload (examples/demo.ipynb): a tall-and-skinny QR, then Q @ R
+DEMO = "\n".join(  # one statement a line, no indentation: nothing for the editor to indent
+    [
+        "import dask, dask.array as da",
+        "x = da.random.random((10000, 1000), chunks=(1000, 1000))",
+        "q, r = da.linalg.qr(x)",
+        "q_np, r_np = dask.compute(q, r)",
+        "product = q.dot(r).compute()",
+    ]
+)
+
+
+@pytest.mark.timeout(1200)
+def test_demo_run_screenshots_light_and_dark(page: Any, lab: Any, screenshots: Any) -> None:
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    _connected(page, lab, "demo.ipynb", "demo")
+    widen_panel(page, 960)
+    run_code(page, DEMO, timeout=900_000)
+    wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+    wait_data(page, "flame-nodes", "Number(v) > 5")
+    page.wait_for_function(f"() => Number(document.querySelector('{STREAM}').dataset.rects) > 0")
+    wait_data(page, "theme", "v === 'light'")
+    light = _pixels_drawn(page)
+    assert light[STREAM]["colors"] >= 4, light
+    assert light[LINES]["luminance"] > 0.7, light
+    page.keyboard.press("Escape")  # command mode: no cursor in the picture
+    page.mouse.move(5, 990)  # no hover, no tooltip in the picture
+    page.screenshot(path=str(screenshots / "panel.png"))
+
+    try:
+        run_command(page, "Use Theme: JupyterLab Dark")
+        wait_data(page, "theme", "v === 'dark'")
+        page.wait_for_function(  # the lines' canvas redrawn on a dark background
+            f"""() => {{
+                const c = document.querySelector('{LINES}');
+                const d = c.getContext('2d').getImageData(2, c.height - 3, 1, 1).data;
+                return d[0] + d[1] + d[2] < 200;
+            }}"""
+        )
+        # JupyterLab fades a splash screen over the page while it switches themes
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=60_000)
+        for selector in (STREAM, LINES, FLAME):
+            dark = canvas_stats(page, selector)
+            assert dark["luminance"] < light[selector]["luminance"], (selector, dark)
+        for selector in (STREAM, LINES, FLAME):  # drawn on the dark theme's background
+            assert sum(canvas_stats(page, selector)["background"]) < 200, selector
+        assert canvas_stats(page, LINES)["luminance"] < 0.35
+        page.screenshot(path=str(screenshots / "panel-dark.png"))
+        assert not [e for e in page.console_errors if "daskprofile" in e]
+    finally:
+        run_command(page, "Use Theme: JupyterLab Light")
+        wait_data(page, "theme", "v === 'light'")
