@@ -37,10 +37,13 @@ STREAM = ".jp-DaskProfile-taskStream canvas"
 LINES = ".jp-DaskProfile-resources canvas"
 FLAME = ".jp-DaskProfile-flame canvas"
 
-# a few seconds of dask.array work on 2 threads: ~850 tasks, matmul blocks keep the CPU busy
+# a few seconds of dask.array work on 2 threads, ~900 tasks: matmul blocks keep the CPU
+# busy; the input blocks also nap (64 x 0.12 s), so the run lasts several stack-sampler
+# cycles (1 s each, sent when complete) however fast the machine is
 MATMUL = (
     "import time, dask.array as da; "
-    "x = da.random.random((1000, 1000), chunks=(125, 125)); "
+    "x = da.random.random((1000, 1000), chunks=(125, 125))"
+    ".map_blocks(lambda b: time.sleep(0.12) or b, name='slow-input'); "
     "t_start = time.time(); total = (x @ x.T).sum().compute(); t_done = time.time(); "
     "print('T_START', t_start); print('T_DONE', t_done)"
 )
@@ -59,6 +62,17 @@ def _connected(page: Any, lab: Any, name: str, workspace: str) -> None:
     wait_status(page, "connected")
 
 
+def _wait_or_explain(page: Any, predicate: str, timeout: float = SLOW) -> None:
+    """Wait for JS ``predicate``; on timeout fail with the panel's recorded states."""
+    try:
+        page.wait_for_function(predicate, timeout=timeout)
+    except Exception as exc:
+        keep = ("t", "status", "runState", "tasks", "resources", "flameNodes")
+        states = [{k: v for k, v in st.items() if k in keep} for st in panel_log(page)[-8:]]
+        rects = page.evaluate(f"() => document.querySelector('{STREAM}')?.dataset.rects")
+        raise AssertionError(f"{exc}\npanel states: {states}\nstream rects: {rects}") from exc
+
+
 def _pixels_drawn(page: Any) -> dict[str, dict[str, Any]]:
     stats = {sel: canvas_stats(page, sel) for sel in (STREAM, LINES, FLAME)}
     for sel, s in stats.items():
@@ -74,14 +88,14 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
 
     # while the cell runs: rectangles, resource samples and flame nodes arrive, live
     wait_data(page, "run-state", "v === 'live'", timeout=SLOW)
-    page.wait_for_function(
+    _wait_or_explain(
+        page,
         f"""() => {{
             const d = document.querySelector('{PANEL}').dataset;
             return d.runState === 'live' && Number(d.tasks) > 0 && Number(d.resources) > 0
                 && Number(d.flameNodes) > 0
                 && Number(document.querySelector('{STREAM}').dataset.rects) > 0;
         }}""",
-        timeout=SLOW,
     )
     live = _pixels_drawn(page)
     live_state = {k: panel_data(page, k) for k in ("tasks", "resources", "flame-nodes")}
@@ -125,7 +139,10 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
         )
 
     # reload (same workspace, same kernel): the kernel replays the run it kept
-    open_notebook_in_workspace(page, lab, "live.ipynb", "live", reset=False)
+    # (not waiting on the toolbar's kernel indicator: the widened panel, restored with the
+    # layout, can push it into the toolbar's overflow menu)
+    page.goto(f"{lab.url}lab/workspaces/live/tree/live.ipynb?token={lab.token}")
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
     open_panel(page)
     wait_status(page, "connected")
     wait_data(page, "run-state", "v === 'finished'")
