@@ -7,6 +7,7 @@ wait on page state, never on fixed sleeps.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -130,7 +131,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, kernel_without_daskprofile: st
     (kernels / "kernel.json").write_text(
         json.dumps(
             {
-                "argv": [kernel_without_daskprofile, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "argv": [
+                    kernel_without_daskprofile,
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
+                ],
                 "display_name": "Bare Python (no daskprofile)",
                 "language": "python",
             }
@@ -188,10 +195,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="session")

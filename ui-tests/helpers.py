@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 PANEL = "#daskprofile-panel"
@@ -9,12 +10,11 @@ PANEL_TAB = '.lm-TabBar-tab[data-id="daskprofile-panel"]'
 
 
 def open_notebook(page: Any, lab: Any, name: str) -> None:
-    """Open notebook ``name`` and wait until its kernel is idle."""
-    page.goto(lab.page_url(name))
-    page.wait_for_selector(".jp-Notebook", timeout=60_000)
-    page.wait_for_selector(
-        ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
-    )
+    """Open notebook ``name`` in a workspace of its own and wait until its kernel is idle.
+
+    A fresh workspace per call keeps tabs a previous test left open out of this one.
+    """
+    open_notebook_in_workspace(page, lab, name, f"t{uuid.uuid4().hex[:10]}")
 
 
 def open_panel(page: Any) -> Any:
@@ -148,14 +148,32 @@ async ({run, n, workers, groups, batch, duration, gap, samples, keysHtml}) => {
 """
 
 
-def synthetic_run(page: Any, run: str = "synthetic", n: int = 2000, workers: int = 4,
-                  groups: int = 5, batch: int = 50_000, duration: float = 0.002,
-                  gap: float = 0.0005, samples: int = 5, keys_html: bool = False) -> dict[str, Any]:
+def synthetic_run(
+    page: Any,
+    run: str = "synthetic",
+    n: int = 2000,
+    workers: int = 4,
+    groups: int = 5,
+    batch: int = 50_000,
+    duration: float = 0.002,
+    gap: float = 0.0005,
+    samples: int = 5,
+    keys_html: bool = False,
+) -> dict[str, Any]:
     """Feed a synthetic run into the panel's model (needs ``enable_test_hook``)."""
     return page.evaluate(
         SYNTHETIC_RUN_JS,
-        {"run": run, "n": n, "workers": workers, "groups": groups, "batch": batch,
-         "duration": duration, "gap": gap, "samples": samples, "keysHtml": keys_html},
+        {
+            "run": run,
+            "n": n,
+            "workers": workers,
+            "groups": groups,
+            "batch": batch,
+            "duration": duration,
+            "gap": gap,
+            "samples": samples,
+            "keysHtml": keys_html,
+        },
     )
 
 
@@ -185,15 +203,14 @@ def canvas_stats(page: Any, selector: str) -> dict[str, Any]:
     )
 
 
-def open_notebook_in_workspace(page: Any, lab: Any, name: str, workspace: str,
-                               reset: bool = True) -> None:
+def open_notebook_in_workspace(
+    page: Any, lab: Any, name: str, workspace: str, reset: bool = True
+) -> None:
     """Open notebook ``name`` in its own workspace (no tabs restored from other tests)."""
     query = f"reset&token={lab.token}" if reset else f"token={lab.token}"
     page.goto(f"{lab.url}lab/workspaces/{workspace}/tree/{name}?{query}")
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
-    page.wait_for_selector(
-        ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
-    )
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
 
 
 # --- notebook cells typed and run in the browser, panel state over time -----------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import write_notebook
 from helpers import (
     enable_test_hook,
     open_notebook_in_workspace,
@@ -16,6 +15,8 @@ from helpers import (
     wait_status,
     widen_panel,
 )
+
+from conftest import write_notebook
 
 FRAMES_JS = """
 async () => {
@@ -89,13 +90,17 @@ def test_one_million_tasks_pan_zoom_frame_time(page: Any, lab: Any, capsys: Any)
         }""",
         {},
     )
-    synthetic_run(page, n=n, workers=8, groups=20, batch=50_000, duration=0.001, gap=0.0002, samples=10)
+    synthetic_run(
+        page, n=n, workers=8, groups=20, batch=50_000, duration=0.001, gap=0.0002, samples=10
+    )
     load_ms = page.evaluate("() => performance.now() - window.__benchLoad")
     wait_data(page, "tasks", f"v === '{n}'")
     heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")
     result = page.evaluate(FRAMES_JS)
     result.update(tasks=n, load_ms=round(load_ms, 1), heap_mb=round(heap / 2**20, 1))
     with capsys.disabled():
-        print("\nbench_panel (1,000,000 tasks, 8 lanes, 1000 px panel):", json.dumps(result, indent=1))
+        print(
+            "\nbench_panel (1,000,000 tasks, 8 lanes, 1000 px panel):", json.dumps(result, indent=1)
+        )
     assert load is not None
     assert result["draw"]["median"] < 200  # loose sanity bound, the figures are the point

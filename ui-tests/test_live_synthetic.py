@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import write_notebook
 from helpers import (
     PANEL,
     canvas_stats,
@@ -18,6 +17,8 @@ from helpers import (
     wait_status,
     widen_panel,
 )
+
+from conftest import write_notebook
 
 
 def _ready(page: Any, lab: Any, name: str) -> Any:
@@ -49,7 +50,8 @@ def test_synthetic_run_draws_every_view(page: Any, lab: Any, screenshots: Any) -
     flame = canvas_stats(page, ".jp-DaskProfile-flame canvas")
     assert flame["filled"] > 0.3, flame
     text = page.locator(PANEL).inner_text()
-    assert "Tasks" in text and "5,000" in text
+    assert "Tasks" in text
+    assert "5,000" in text
     assert "sum-aggregate" in page.locator(".jp-DaskProfile-legend").inner_text()
     assert "1,000 / 1,000" in page.locator(".jp-DaskProfile-progress").inner_text()
     page.screenshot(path=str(screenshots / "panel-synthetic.png"))
@@ -72,7 +74,8 @@ def test_task_keys_with_html_are_shown_as_text(page: Any, lab: Any) -> None:
     assert tooltip.get_attribute("data-row") == "0"
     text = tooltip.inner_text()
     assert '<img src=x onerror="window.__xss=1">' in text
-    assert "group" in text and "duration" in text and "wait" in text
+    for label in ("group", "duration", "wait"):
+        assert label in text
     assert tooltip.locator("img").count() == 0
     assert page.evaluate("() => window.__xss") is None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import write_notebook
 from helpers import (
     PANEL,
     canvas_stats,
@@ -16,6 +15,8 @@ from helpers import (
     wait_status,
     widen_panel,
 )
+
+from conftest import write_notebook
 
 
 def set_theme(page: Any, theme: str) -> None:
@@ -54,7 +55,9 @@ def test_dark_theme_redraws_the_views_dark(page: Any, lab: Any, screenshots: Any
         ):
             dark = canvas_stats(page, selector)
             assert dark["luminance"] < 0.35, (selector, dark)
-        assert canvas_stats(page, ".jp-DaskProfile-resources canvas")["luminance"] < light["luminance"]
+        assert (
+            canvas_stats(page, ".jp-DaskProfile-resources canvas")["luminance"] < light["luminance"]
+        )
         page.screenshot(path=str(screenshots / "panel-dark.png"))
         assert not [e for e in page.console_errors if "daskprofile" in e]
     finally:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from helpers import (
+    NOTEBOOK,
+    PANEL,
+    activate_tab,
+    open_from_path,
+    open_notebook,
+    open_panel,
+    wait_status,
+)
+
 from conftest import write_notebook
-from helpers import PANEL, open_notebook, open_panel, wait_status
 
 
-def test_panel_connects_to_the_active_notebooks_kernel(page: Any, lab: Any, screenshots: Any) -> None:
+def test_panel_connects_to_the_active_notebooks_kernel(
+    page: Any, lab: Any, screenshots: Any
+) -> None:
     name = write_notebook(lab.root, "connect.ipynb", ["1 + 1"])
     open_notebook(page, lab, name)
     panel = open_panel(page)
@@ -32,12 +43,18 @@ def test_panel_follows_notebook_switches_and_says_when_daskprofile_is_missing(
     open_panel(page)
     wait_status(page, "connected")
 
-    page.goto(lab.page_url(without))
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    open_from_path(page, without)  # a second tab in the same page: the panel follows it
+    page.wait_for_selector(
+        f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
+    )
     wait_status(page, "missing")
     panel = page.locator(PANEL)
     assert "Bare Python" in (panel.get_attribute("data-kernel") or "")
     assert "%pip install daskprofile" in panel.inner_text()
+
+    activate_tab(page, with_dp)  # and back
+    wait_status(page, "connected")
+    assert panel.get_attribute("data-path") == with_dp
 
 
 def test_panel_without_a_notebook_says_so(page: Any, lab: Any) -> None:

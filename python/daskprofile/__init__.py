@@ -43,7 +43,21 @@ _EXPORTS: dict[str, str] = {
     "performance_report": "report",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "CacheProfiler",
+    "Callback",
+    "MemorySampler",
+    "Profiler",
+    "ProgressBar",
+    "ResourceProfiler",
+    "Run",
+    "StackProfiler",
+    "__version__",
+    "load",
+    "performance_report",
+    "profile",
+    "visualize",
+]
 
 
 def _module_of(name: str) -> str | None:
