@@ -7,11 +7,14 @@ thread pools excepted; a short grace lets joins finish), no child process remain
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -30,6 +33,9 @@ def _dask_pool_threads() -> set[threading.Thread]:
     pools = [threaded.default_pool] if threaded.default_pool is not None else []
     for per_thread in list(threaded.pools.values()):
         pools.extend(per_thread.values())
+    utils = sys.modules.get("distributed.utils")  # its offload pool lives as long as we do
+    if utils is not None and getattr(utils, "_offload_executor", None) is not None:
+        pools.append(utils._offload_executor)
     return {t for pool in pools for t in getattr(pool, "_threads", ())}
 
 
@@ -101,3 +107,65 @@ def _cleanup() -> None:
     Callback.active.clear()
     for listener in hooks.listeners():
         hooks.remove_listener(listener)
+
+
+# -- Chromium with the network refused (HTML snapshots, figures) --------------------------
+CHROMIUM = os.environ.get("DASKPROFILE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+IDLE = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
+
+
+@dataclass
+class Opened:
+    """A snapshot open in Chromium, with what it asked for and what it logged."""
+
+    page: Any
+    refused: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Chromium for one test (the suite checks no child process outlives a test)."""
+    from playwright import sync_api
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: install Debian's chromium (bash dev.sh test)")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def open_offline(browser: Any) -> Iterator[Any]:
+    """Open a file with every non-file request refused; wait until Bokeh is idle."""
+    pages: list[Any] = []
+
+    def opener(path: Path) -> Opened:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pages.append(page)
+        opened = Opened(page)
+
+        def route(r: Any) -> None:
+            if r.request.url.startswith(("file:", "data:")):
+                r.continue_()
+            else:
+                opened.refused.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("console", lambda m: m.type == "error" and opened.errors.append(m.text))
+        page.on("pageerror", lambda e: opened.errors.append(str(e)))
+        page.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
+        page.goto(path.as_uri())
+        page.wait_for_function(IDLE, timeout=30_000)
+        return opened
+
+    yield opener
+    for page in pages:
+        page.close()

@@ -4,8 +4,8 @@ The test files shipped inside the installed dask package are read at test time, 
 imports of ``Callback``, ``Profiler``, ``ResourceProfiler``, ``CacheProfiler``,
 ``ProgressBar`` and ``visualize`` are pointed at daskprofile, and their test functions are
 collected here (nothing is copied into this repository). Tests of dask-private helpers
-(``unquote``, ``get_colors``, ``format_time``'s import path) are left out, and bokeh plot
-tests run only when ``daskprofile.export.html`` offers dask's ``visualize`` (figures).
+(``unquote``, ``get_colors``, ``format_time``'s import path) are left out; the bokeh plot
+tests run against daskprofile's figures.
 """
 
 from __future__ import annotations
@@ -16,10 +16,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import daskprofile
-from daskprofile.export import html as export_html
 
 DASK_TESTS = Path(importlib.util.find_spec("dask").origin).parent / "diagnostics" / "tests"  # type: ignore[arg-type, union-attr]
 
@@ -34,17 +31,6 @@ REWRITES = [
 
 #: tests of dask-private helpers, not of the public behaviour
 PRIVATE = {"test_unquote", "test_get_colors", "test_format_time"}
-#: tests that draw bokeh figures through dask's ``visualize`` signature
-PLOTS = {
-    "test_profiler_plot",
-    "test_resource_profiler_plot",
-    "test_cache_profiler_plot",
-    "test_cache_profiler_plot_with_invalid_bokeh_kwarg_raises_error",
-    "test_plot_multiple",
-    "test_saves_file",
-    "test_saves_file_path_deprecated",
-}
-HAS_FIGURES = hasattr(export_html, "visualize")
 
 
 def rewrite(source: str) -> str:
@@ -71,10 +57,7 @@ def collect(filename: str, prefix: str) -> dict[str, Any]:
     for name, fn in vars(module).items():
         if not name.startswith("test_") or not callable(fn) or name in PRIVATE:
             continue
-        test = fn
-        if name in PLOTS and not HAS_FIGURES:
-            test = pytest.mark.skip(reason="export.html has no figure-returning visualize")(fn)
-        out[f"test_{prefix}_{name[5:]}"] = test
+        out[f"test_{prefix}_{name[5:]}"] = fn
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import warnings
@@ -37,6 +38,19 @@ def spin(seconds: float) -> float:
     t = time.perf_counter()
     while time.perf_counter() - t < seconds:
         pass
+    return seconds
+
+
+def crunch(seconds: float) -> float:
+    """CPU work that releases the GIL (hashing large buffers), as numpy-style tasks do.
+
+    In-process workers share the GIL with the samplers: pure Python busy loops in two
+    task threads can starve a sampler thread for a whole short block.
+    """
+    data = bytes(1 << 22)
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        hashlib.sha256(data).digest()
     return seconds
 
 
@@ -186,7 +200,7 @@ def test_only_this_clients_tasks_unless_asked(inproc_client: Any) -> None:
 # ---------------------------------------------------------------- resources, cache, stacks
 def test_resources_per_worker_process(client: Any) -> None:
     with dd.profile(client, dt=0.05) as run:
-        client.gather(client.map(spin, [0.3, 0.31]))
+        client.gather(client.map(crunch, [0.3, 0.31]))
     res = run.resources
     assert len(res) >= 3
     assert (res["memory"] > 10_000_000).all()
@@ -266,6 +280,18 @@ def test_default_client_is_used(inproc_client: Any) -> None:
     with dd.profile() as run:
         dask.delayed(slow)(1).compute()
     assert list(run.tasks["group"]) == ["slow"]
+
+
+def test_daskprofile_profile_records_the_default_clients_cluster(inproc_client: Any) -> None:
+    before = _cluster_state(inproc_client)
+    with daskprofile.profile(stacks=False) as run:
+        dask.delayed(slow)(1, dask_key_name="plain-1").compute()  # the client's scheduler
+    assert list(run.tasks["key"]) == ["plain-1"]
+    assert dd.task_worker_address(run.tasks["worker"][0]) in _workers(inproc_client)
+    assert run.meta["schedulers"] == ["distributed"]
+    assert "distributed" in run.meta
+    assert daskprofile.recorder.live_runs() == []
+    assert _settled(lambda: _cluster_state(inproc_client), before) == before
 
 
 def test_local_and_cluster_tasks_in_one_run(inproc_client: Any) -> None:

@@ -7,10 +7,7 @@ needs the network fails here. Hostile task keys must show as text and never run.
 from __future__ import annotations
 
 import operator
-import os
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +19,6 @@ import daskprofile
 from daskprofile.export import _lod, to_html
 from daskprofile.export._common import natural_key, task_arrays
 
-CHROMIUM = os.environ.get("DASKPROFILE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 TOKEN = "5f3e0c0d9a1b2c3d4e5f60718293a4b5"
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "</script><script>alert(1)</script>"
@@ -67,61 +61,7 @@ def hostile_graph() -> dict[Any, Any]:
 # -- browser -----------------------------------------------------------------------------
 
 
-@dataclass
-class Opened:
-    """A snapshot open in Chromium, with what it asked for and what it logged."""
-
-    page: Any
-    refused: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    dialogs: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    """Chromium for one test (the suite checks no child process outlives a test)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
-@pytest.fixture
-def open_offline(browser: Any) -> Iterator[Any]:
-    """Open a file with every non-file request refused; wait until Bokeh is idle."""
-    pages: list[Any] = []
-
-    def opener(path: Path) -> Opened:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pages.append(page)
-        opened = Opened(page)
-
-        def route(r: Any) -> None:
-            if r.request.url.startswith(("file:", "data:")):
-                r.continue_()
-            else:
-                opened.refused.append(r.request.url)
-                r.abort()
-
-        page.route("**/*", route)
-        page.on("console", lambda m: m.type == "error" and opened.errors.append(m.text))
-        page.on("pageerror", lambda e: opened.errors.append(str(e)))
-        page.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
-        page.goto(path.as_uri())
-        page.wait_for_function(IDLE, timeout=30_000)
-        return opened
-
-    yield opener
-    for page in pages:
-        page.close()
-
-
-def assert_rendered(opened: Opened, documents: int = 1) -> None:
+def assert_rendered(opened: Any, documents: int = 1) -> None:
     """Plots drawn, offline, without errors or dialogs."""
     page = opened.page
     assert page.evaluate("() => Bokeh.documents.length") == documents

@@ -47,6 +47,7 @@ def test_panel_follows_notebook_switches_and_says_when_daskprofile_is_missing(
     page.wait_for_selector(
         f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000
     )
+    open_panel(page)  # "Open from Path" shows the file browser in the left area
     wait_status(page, "missing")
     panel = page.locator(PANEL)
     assert "Bare Python" in (panel.get_attribute("data-kernel") or "")

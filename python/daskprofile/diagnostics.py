@@ -17,8 +17,10 @@ arguments and fill dask's ``results`` namedtuples, but:
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
+import warnings
 from collections import namedtuple
 from collections.abc import Callable, Hashable, Sequence
 from time import perf_counter
@@ -378,7 +380,7 @@ def to_run(profilers: Sequence[Any]) -> Run:
             times += [r.start_time for r in p.results]
         elif isinstance(p, ResourceProfiler):
             data["resources"] = _resource_table(p.results)
-            times += [r.time for r in p.results]
+            times += [r[0] for r in p.results]
         elif isinstance(p, CacheProfiler):
             data["cache"] = _cache_table(p.results)
             times += [r.cache_time for r in p.results]
@@ -413,10 +415,11 @@ def _task_table(results: list[TaskData]) -> dict[str, Any]:
 
 def _resource_table(results: list[ResourceData]) -> dict[str, Any]:
     n = len(results)
+    rows = [ResourceData(*r) for r in results]  # plain (time, mem, cpu) tuples too, as dask
     return {
-        "time": np.fromiter((r.time for r in results), np.float64, n),
-        "cpu": np.fromiter((r.cpu for r in results), np.float64, n),
-        "memory": np.fromiter((r.mem * 1e6 for r in results), np.int64, n),
+        "time": np.fromiter((r.time for r in rows), np.float64, n),
+        "cpu": np.fromiter((r.cpu for r in rows), np.float64, n),
+        "memory": np.fromiter((r.mem * 1e6 for r in rows), np.int64, n),
         "processes": np.ones(n, np.int32),
     }
 
@@ -445,25 +448,47 @@ def _cache_table(results: list[CacheData]) -> dict[str, Any]:
 
 def visualize(
     profilers: Any,
-    filename: str | None = None,
+    filename: str | os.PathLike[str] | None = None,
     show: bool = True,
     save: bool | None = None,
     mode: str | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Plot drop-in profilers (one or a list) - delegated to :mod:`daskprofile.export.html`.
+    """Plot drop-in profilers (one or a list), stacked on one time axis; dask's API.
 
-    Uses ``export.html.visualize`` when the exporter provides it (bokeh figures as dask
-    returns); otherwise writes a self-contained HTML snapshot (``filename``, default
-    ``"profile.html"``) unless ``save=False`` and returns the :class:`Run` drawn.
+    Returns the bokeh figure (a ``gridplot`` for several). ``kwargs`` go to every
+    ``bokeh.plotting.figure`` (``width``, ``height``, ``tools``, ``title``, ...).
+    ``save`` (default: when not in a notebook) writes one self-contained file,
+    ``filename`` (default ``profile.html``), with BokehJS inlined unless ``mode="cdn"``;
+    ``show`` shows it inline in a notebook, else in a browser.
     """
-    from .export import html
+    from .export import figures
 
+    if "file_path" in kwargs:
+        warnings.warn(
+            "visualize(): the file_path keyword argument is deprecated; use filename",
+            FutureWarning,
+            stacklevel=2,
+        )
+        filename = kwargs.pop("file_path")
     profs = list(profilers) if isinstance(profilers, (list, tuple)) else [profilers]
-    native = getattr(html, "visualize", None)
-    if native is not None:
-        return native(profs, filename=filename, show=show, save=save, mode=mode, **kwargs)
-    run = to_run(profs)
-    if save is not False:
-        html.to_html(run, filename or "profile.html", **kwargs)
-    return run
+    kinds = [_kind(p) for p in profs]
+    metric_name = next((p._metric_name for p in profs if isinstance(p, CacheProfiler)), "count")
+    layout = figures.plot(to_run(profs), kinds, metric_name=metric_name, **kwargs)
+    figures.publish(layout, filename, show=show, save=save, mode=mode)
+    return layout
+
+
+def _kind(profiler: Any) -> str:
+    for cls, kind in (
+        (Profiler, "tasks"),
+        (ResourceProfiler, "resources"),
+        (CacheProfiler, "cache"),
+        (StackProfiler, "stacks"),
+    ):
+        if isinstance(profiler, cls):
+            return kind
+    raise TypeError(
+        "profilers must be daskprofile Profiler, ResourceProfiler, CacheProfiler or "
+        f"StackProfiler instances, got {type(profiler).__name__}"
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import sys
 import threading
 import time
 import warnings
@@ -201,6 +202,9 @@ class profile:
     strings like ``"5ms"``); ``max_records`` caps the rows kept per table (the oldest are
     dropped and counted in ``run.meta["dropped"]``); ``metric`` measures each result for the
     cache series (default: count). ``None`` means "from dask's config".
+
+    With a ``distributed`` client running (``client=``, or the default client) the
+    cluster's tasks, worker resources, stacks and memory are recorded into the same run.
     """
 
     def __init__(
@@ -215,6 +219,7 @@ class profile:
         max_records: int | None = None,
         metric: Callable[[Any], float] | None = None,
         metric_name: str | None = None,
+        client: Any = None,
     ) -> None:
         self.options = profile_options(
             tasks=tasks,
@@ -231,6 +236,10 @@ class profile:
         self._listeners: list[Any] = []
         self._samplers: list[tuple[str, Any]] = []
         self._starters: list[threading.Thread] = []
+        self.client = client
+        self.cluster_flush = 0.2
+        self.cluster_all_clients = False
+        self.collector: Any = None  # the cluster's, while the block runs on one
 
     # ------------------------------------------------------------ wiring
     def _wire_tasks(self, run: Run, o: ProfileOptions) -> None:
@@ -261,6 +270,28 @@ class profile:
         run.attach("stacks", collector.trees)
         run.attach("stack_history", collector.history)
 
+    def find(self, kind: type) -> Any:
+        """This block's collector of type ``kind`` while it runs, else None."""
+        for collector in [*self._listeners, *(sampler for _, sampler in self._samplers)]:
+            if isinstance(collector, kind):
+                return collector
+        return None
+
+    def _wire_cluster(self, run: Run) -> None:
+        """Record ``client``'s cluster too (default: the default client, if running).
+
+        Costs nothing when ``distributed`` was never imported and no client was given.
+        """
+        if self.client is None and "distributed" not in sys.modules:
+            return
+
+        def start() -> None:
+            from .distributed._run import wire
+
+            self.collector = wire(self, run, self.client)
+
+        _guarded(run, "distributed", start)
+
     # ------------------------------------------------------------ lifecycle
     def __enter__(self) -> Run:
         if self.run is not None:
@@ -277,6 +308,7 @@ class profile:
                 self._starters.append(_start_in_background(run, name, sampler))
             else:
                 _guarded(run, name, sampler.start)
+        self._wire_cluster(run)
         with _lock:
             _live.append(run)
         for listener in self._listeners:
@@ -295,6 +327,11 @@ class profile:
             return
         for listener in self._listeners:
             hooks.remove_listener(listener)
+        collector, self.collector = self.collector, None
+        if collector is not None:
+            from .distributed._run import unwire
+
+            unwire(collector, run)
         for starter in self._starters:
             starter.join()
         dropped: dict[str, int] = {}

@@ -5,13 +5,10 @@
     with daskprofile.performance_report(filename="dask-report.html"):
         x.compute()
 
-Everything computed in the block through the sync, threads or processes scheduler is
-profiled (tasks, resources, cache, stacks) and written as a self-contained HTML snapshot
-with the calling code, like ``distributed.performance_report``.
-
-Limit: tasks sent to a ``distributed`` cluster do not pass through daskprofile's hooks, so
-they are not in this report; when a ``distributed.Client`` is active the report says so
-(use ``distributed.performance_report`` for the cluster side).
+Everything computed in the block, through the sync, threads or processes scheduler or on
+the default ``distributed`` client's cluster, is profiled (tasks, resources, cache, stacks)
+and written as a self-contained HTML snapshot with the calling code, like
+``distributed.performance_report``. If the cluster cannot be recorded, the report says so.
 """
 
 from __future__ import annotations
@@ -132,11 +129,11 @@ class performance_report:
         from .export.html import to_html
 
         notes = []
-        if self._client or distributed_client_active():
+        recorded = "distributed" in self.run.meta.get("schedulers", ())
+        if (self._client or distributed_client_active()) and not recorded:
             notes.append(
-                "A distributed Client was active: tasks run on the cluster do not pass "
-                "through daskprofile's hooks and are not in this report (see "
-                "distributed.performance_report for them)."
+                "A distributed Client was active but its cluster could not be recorded "
+                "(see the errors below): tasks run on it are not in this report."
             )
         to_html(
             self.run,

@@ -108,6 +108,11 @@ class Run:
         with self._lock:
             self._sources[name] = source
 
+    def sources(self) -> dict[str, Callable[[], Any]]:
+        """The live sources attached so far, by table name (empty once finished)."""
+        with self._lock:
+            return dict(self._sources)
+
     def finish(self, t1: float, dropped: Mapping[str, int] | None = None) -> None:
         """Freeze: take a last snapshot of every source and drop them.
 

@@ -9,7 +9,6 @@ and writes what a finished run needs into ``run.meta``. ``profile`` is
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 from ..collectors.stacks import StackCollector
@@ -19,7 +18,7 @@ from ..run import Run
 from ._tables import merge_cache, merge_tasks
 from .collector import DistributedCollector, active_client
 
-__all__ = ["attach", "collector_for", "finish", "profile"]
+__all__ = ["attach", "collector_for", "finish", "profile", "unwire", "wire"]
 
 Source = Callable[[], Any]
 
@@ -117,8 +116,57 @@ def finish(collector: DistributedCollector, run: Run) -> None:
             errors.append(error)
 
 
+def wire(recorder: _local_profile, run: Run, client: Any = None) -> DistributedCollector | None:
+    """Start recording ``client``'s cluster (default: the default client) into ``run``.
+
+    ``recorder`` is the ``profile()`` block whose local collectors the cluster's rows are
+    merged with. Returns the started collector (give it to :func:`unwire`), or None when no
+    client is running or the plugins could not be installed (then noted in ``run.meta``).
+    """
+    from ..collectors.cache import CacheCollector
+    from ..collectors.resources import ResourceCollector
+    from ..collectors.tasks import TaskCollector
+
+    local_stacks = recorder.find(StackCollector)
+    collector = collector_for(
+        recorder.options,
+        client,
+        stacks_into=local_stacks,
+        flush=recorder.cluster_flush,
+        all_clients=recorder.cluster_all_clients,
+    )
+    if collector is None:
+        return None
+    collector.errors = []
+    collector.start()
+    if not collector.started:
+        finish(collector, run)
+        return None
+    tasks, cache = recorder.find(TaskCollector), recorder.find(CacheCollector)
+    resources = recorder.find(ResourceCollector)
+    attach(
+        collector,
+        run,
+        tasks=tasks.snapshot if tasks is not None else None,
+        cache=cache.snapshot if cache is not None else None,
+        resources=resources.snapshot if resources is not None else None,
+    )
+    if local_stacks is not None:  # the workers' samples are merged into the local one
+        run.attach("stacks", local_stacks.trees)
+        run.attach("stack_history", local_stacks.history)
+    return collector
+
+
+def unwire(collector: DistributedCollector, run: Run) -> None:
+    """Stop ``collector`` (never raises: a failure is recorded in ``run.meta``)."""
+    try:
+        finish(collector, run)
+    except Exception as error:  # never fail the user's block
+        run.meta["errors"].append({"collector": "distributed", "error": repr(error)})
+
+
 class profile(_local_profile):
-    """``daskprofile.profile()`` that also records what runs on a ``distributed`` cluster.
+    """``daskprofile.profile()`` for an explicit ``distributed`` client.
 
     ::
 
@@ -126,9 +174,9 @@ class profile(_local_profile):
             x.compute()
         run.tasks          # worker = "<worker address> thread <n>", times measured there
 
-    ``client``: the ``distributed.Client`` (default: the default client; without one this
-    is plain ``daskprofile.profile``). ``flush``: seconds between batches streamed from
-    the cluster. ``all_clients``: record every client's tasks, not only this client's.
+    ``daskprofile.profile()`` already records the default client's cluster; this adds
+    ``client`` (another client), ``flush`` (seconds between batches streamed from the
+    cluster) and ``all_clients`` (record every client's tasks, not only this client's).
     Other arguments are ``daskprofile.profile``'s.
     """
 
@@ -140,70 +188,8 @@ class profile(_local_profile):
         all_clients: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.client = client
-        self.flush = flush
-        self.all_clients = all_clients
-        self.collector: DistributedCollector | None = None
-
-    def _local(self, kind: type) -> Any:
-        for listener in getattr(self, "_listeners", ()):
-            if isinstance(listener, kind):
-                return listener
-        for _, sampler in getattr(self, "_samplers", ()):
-            if isinstance(sampler, kind):
-                return sampler
-        return None
-
-    def __enter__(self) -> Run:
-        run = super().__enter__()
-        if "distributed" in run.meta.get("schedulers", ()):
-            return run  # the core recorder wired the cluster already
-        from ..collectors.cache import CacheCollector
-        from ..collectors.resources import ResourceCollector
-        from ..collectors.tasks import TaskCollector
-
-        local_stacks = self._local(StackCollector)
-        collector = collector_for(
-            self.options,
-            self.client,
-            stacks_into=local_stacks,
-            flush=self.flush,
-            all_clients=self.all_clients,
-        )
-        if collector is None:
-            return run
-        self.collector = collector
-        collector.errors = []
-        collector.start()
-        if not collector.started:
-            finish(collector, run)
-            self.collector = None
-            return run
-        tasks, cache = self._local(TaskCollector), self._local(CacheCollector)
-        resources = self._local(ResourceCollector)
-        attach(
-            collector,
-            run,
-            tasks=tasks.snapshot if tasks is not None else None,
-            cache=cache.snapshot if cache is not None else None,
-            resources=resources.snapshot if resources is not None else None,
-        )
-        if local_stacks is not None:  # the workers' samples are merged into the local one
-            run.attach("stacks", local_stacks.trees)
-            run.attach("stack_history", local_stacks.history)
-        return run
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        collector, self.collector = self.collector, None
-        if collector is not None and self.run is not None:
-            try:
-                finish(collector, self.run)
-            except Exception as error:  # never fail the user's block
-                self.run.meta["errors"].append({"collector": "distributed", "error": repr(error)})
-        super().__exit__(exc_type, exc, tb)
+        super().__init__(client=client, **kwargs)
+        if not isinstance(flush, (int, float)) or isinstance(flush, bool) or flush <= 0:
+            raise ValueError(f"flush must be a positive number of seconds, got {flush!r}")
+        self.cluster_flush = float(flush)
+        self.cluster_all_clients = bool(all_clients)

@@ -184,31 +184,47 @@ def _legend(fig: Figure, arrays: TaskArrays) -> None:
     fig.add_layout(legend, "below")  # below, not beside: time axes stay aligned
 
 
-def task_stream(arrays: TaskArrays, x_range: Range1d) -> Figure:
-    """A lane per worker, a rectangle per task coloured by group (merged when many)."""
+def task_stream(arrays: TaskArrays, x_range: Range1d, **figure_options: Any) -> Figure:
+    """A lane per worker, a rectangle per task coloured by group (merged when many).
+
+    ``figure_options`` override the figure's defaults; tools added to it after creation
+    are tagged ``"daskprofile"``.
+    """
+    lanes = max(len(arrays.lanes), 1)
+    options: dict[str, Any] = {
+        "height": min(80 + 26 * lanes, 700) + 30 + 22 * min(len(arrays.groups), LEGEND_GROUPS) // 5,
+        "title": "Task stream",
+        "y_range": (lanes - 0.5, -0.5),
+        **figure_options,
+    }
+    fig = time_figure(x_range, **options)
+    created = list(fig.tools)
+    try:
+        _draw_stream(fig, arrays, keep_title="title" in figure_options)
+    finally:
+        for tool in fig.tools:
+            if tool not in created:
+                tool.tags = [*tool.tags, "daskprofile"]
+    return fig
+
+
+def _draw_stream(fig: Figure, arrays: TaskArrays, keep_title: bool) -> None:
     from bokeh.models import FixedTicker
 
-    lanes = max(len(arrays.lanes), 1)
-    fig = time_figure(
-        x_range,
-        height=min(80 + 26 * lanes, 700) + 30 + 22 * min(len(arrays.groups), LEGEND_GROUPS) // 5,
-        title="Task stream",
-        y_range=(lanes - 0.5, -0.5),
-    )
     fig.yaxis.ticker = FixedTicker(ticks=list(range(len(arrays.lanes))))
     fig.yaxis.major_label_overrides = dict(enumerate(arrays.lanes))
     fig.ygrid.grid_line_color = None
     if not len(arrays):
-        return fig
+        return
     mapper = _group_mapper(arrays)
     single, short, pixel = split_tasks(arrays)
     if len(short):
         busy, pixel = merge_bounded(arrays, short, pixel)
         _draw_busy(fig, arrays, busy, mapper)
-        fig.title = (
-            f"Task stream: {len(arrays):,} tasks; {len(single):,} long ones drawn one by one, "
-            f"{len(short):,} short ones merged per worker and group at {pixel * 1e3:.3g} ms"
-        )
+        if not keep_title:
+            fig.title = (
+                f"Task stream: {len(arrays):,} tasks; {len(single):,} long ones drawn one by one, "
+                f"{len(short):,} short ones merged per worker and group at {pixel * 1e3:.3g} ms"
+            )
     _draw_tasks(fig, arrays, single, mapper)
     _legend(fig, arrays)
-    return fig

@@ -42,18 +42,19 @@ def lookup_hover(names: list[str]) -> Any:
 
 
 def time_figure(x_range: Range1d, height: int, title: str, **kwargs: Any) -> Figure:
-    """A figure on the run's shared time axis."""
+    """A figure on the run's shared time axis; ``kwargs`` override the defaults."""
     from bokeh.plotting import figure
 
-    fig = figure(
-        x_range=x_range,
-        height=height,
-        title=title,
-        tools=_TOOLS,
-        active_scroll="xwheel_zoom",
-        sizing_mode="stretch_width",
+    options: dict[str, Any] = {
+        "height": height,
+        "title": title,
+        "tools": _TOOLS,
+        "sizing_mode": "stretch_width",
         **kwargs,
-    )
+    }
+    if options["tools"] == _TOOLS:
+        options.setdefault("active_scroll", "xwheel_zoom")
+    fig = figure(x_range=x_range, **options)
     fig.toolbar.logo = None
     fig.xaxis.axis_label = "seconds since start"
     return fig

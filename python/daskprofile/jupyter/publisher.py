@@ -502,7 +502,7 @@ def live_sources(run: Run) -> Sources | None:
     """Readers over a live run's collectors (found behind the run's snapshot sources)."""
     from .feed import live_table, live_tasks
 
-    owners = {name: getattr(src, "__self__", None) for name, src in _run_sources(run).items()}
+    owners = {name: getattr(src, "__self__", None) for name, src in run.sources().items()}
     sources = Sources()
     tasks = owners.get("tasks")
     if tasks is not None and hasattr(tasks, "columns"):
@@ -516,11 +516,6 @@ def live_sources(run: Run) -> Sources | None:
     if stacks is not None and hasattr(stacks, "history"):
         sources.stacks = stacks.history
     return sources
-
-
-def _run_sources(run: Run) -> dict[str, Any]:
-    with run._lock:
-        return dict(run._sources)
 
 
 def _live_keys(collector: Any) -> Callable[[int], tuple[list[str], int]]:

@@ -239,9 +239,7 @@ class PanelSession(Listener):
             sources.cache = live_table(cache.since)
         self._slice_samplers(run, sources)
         self._by_run[str(run.meta["id"])] = sources
-        with recorder._lock:  # private API: a public recorder.add_live(run) is wanted
-            recorder._live.append(run)
-        recorder._notify(0, run)
+        recorder.add_live(run)
         return bundle
 
     def _slice_samplers(self, run: Run, sources: Sources) -> None:
@@ -270,8 +268,7 @@ class PanelSession(Listener):
         run.meta["t1"] = perf_counter()
         bundle.totals = _totals(bundle)
         run.finish(run.meta["t1"], {"stacks": 0})
-        recorder._keep(run)
-        recorder._notify(1, run)
+        recorder.finish_live(run)
         with self.lock:
             self._by_run.pop(str(run.meta["id"]), None)
 
