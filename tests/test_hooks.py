@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import threading
@@ -236,3 +237,24 @@ def test_worker_running_registry_tracked_during_tasks() -> None:
     ((ident, running),) = seen
     assert running == ("('look-abc123', 0)", "look")
     assert ident not in worker.snapshot()
+
+
+def _timed_here(_: object = None) -> bool:
+    from daskprofile import hooks as h
+
+    return getattr(h._tls, "task", None) is not None
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_nothing_is_done_per_task_when_no_listener_wants_task_events(scheduler: str) -> None:
+    import dask
+
+    from daskprofile import ProgressBar
+    from daskprofile.diagnostics import Profiler
+
+    task = dask.delayed(_timed_here)()
+    with ProgressBar(out=io.StringIO()):  # reads dask's state: no task events needed
+        assert task.compute(scheduler=scheduler) is False
+    with Profiler() as prof:  # wants task events: timed where the task runs
+        assert task.compute(scheduler=scheduler) is True
+    assert len(prof.results) == 1

@@ -352,9 +352,15 @@ class Compute:
         self._on_submit = self._hooks["on_submit"]
         self.track_running = any(getattr(lst, "track_running", False) for lst in listeners)
         self.worker_hooks = tuple(h for lst in listeners for h in getattr(lst, "worker_hooks", ()))
+        #: whether tasks are timed where they run; not when no listener wants task events
+        #: (progress bars read dask's state): then nothing is done per task
+        self.timed = bool(self._on_task) or self.track_running or bool(self.worker_hooks)
 
-    def callback(self) -> tuple[Callable[..., None], ...]:
+    def callback(self) -> tuple[Callable[..., None] | None, ...]:
         """The dask callback tuple ``(start, start_state, pretask, posttask, finish)``."""
+        if not self.timed:
+            pretask = self._pretask if self._on_submit else None
+            return (self._start, self._start_state, pretask, None, self._finish)
         return (self._start, self._start_state, self._pretask, self._posttask, self._finish)
 
     # dask callbacks --------------------------------------------------------
@@ -510,10 +516,11 @@ def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
 
         callbacks = list(DaskCallback.active)
     a["callbacks"] = [*callbacks, compute.callback()]
-    track, hooks = compute.track_running, compute.worker_hooks
-    a["loads"] = _Loads(a["loads"], compute, track, hooks)
-    a["dumps"] = _Dumps(a["dumps"], track, hooks)
-    a["pack_exception"] = _PackException(a["pack_exception"], track, hooks)
+    if compute.timed:
+        track, hooks = compute.track_running, compute.worker_hooks
+        a["loads"] = _Loads(a["loads"], compute, track, hooks)
+        a["dumps"] = _Dumps(a["dumps"], track, hooks)
+        a["pack_exception"] = _PackException(a["pack_exception"], track, hooks)
     token = _current.set(compute)
     try:
         return original_get_async(*bound.args, **bound.kwargs)
