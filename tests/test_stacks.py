@@ -19,6 +19,7 @@ import dask
 import pytest
 from distributed import profile as dprofile
 
+import daskprofile
 from daskprofile import stacktree, worker
 from daskprofile.collectors.stacks import (
     PAYLOAD_VERSION,
@@ -346,3 +347,23 @@ def test_worker_sampler_in_a_forked_process_of_a_sampling_kernel_ends_when_idle(
         running, after_idle, again, drained = pool.submit(idle_then_busy).result()
     assert (running, after_idle, again) == (1, 0, 1)
     assert drained
+
+
+def _busy_chunk(block: Any) -> Any:
+    end = time.perf_counter() + 0.05
+    while time.perf_counter() < end:
+        pass
+    return block + 1
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_stack_groups_are_the_task_tables_groups_for_fused_tasks(scheduler: str) -> None:
+    import dask.array as da
+
+    x = da.ones((40, 40), chunks=(10, 40)).map_blocks(_busy_chunk)
+    y = (x.T + 1).sum(axis=0)  # blockwise layers fuse into _execute_subgraph tasks
+    with daskprofile.profile(stacks=True, interval=0.005, resources=False) as run:
+        y.compute(scheduler=scheduler)
+    task_groups = set(run.tasks["group"])
+    assert run.stacks
+    assert set(run.stacks) <= task_groups, (set(run.stacks), task_groups)

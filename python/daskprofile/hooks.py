@@ -38,7 +38,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from . import worker as _worker
-from .keys import key_group, key_label
+from .keys import key_label, task_group
 
 __all__ = [
     "Compute",
@@ -191,9 +191,11 @@ def _is_identity(fn: Any) -> bool:
     )
 
 
-def _task_started(key: Hashable, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
-    if track:
-        _worker.task_started(key_label(key), key_group(key))
+def _task_started(
+    key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook, ...]
+) -> None:
+    if track:  # the same group name as the task table's (fused tasks: their layers)
+        _worker.task_started(key_label(key), task_group(key, task))
     for hook in hooks:
         _call_hook(hook.on_start, key)
 
@@ -226,12 +228,13 @@ class _Loads:
             return payload if self.identity else self.inner(payload)
         out = obj if self.identity else self.inner(obj)
         try:
-            key = out[0].key
+            task = out[0]
+            key = task.key
         except Exception:
-            key = None
+            task = key = None
         _tls.task = (key, perf_counter())  # after unpickling: the task runs from here
         if self.slow:
-            _task_started(key, self.track, self.hooks)
+            _task_started(key, task, self.track, self.hooks)
         return out
 
 
