@@ -29,6 +29,9 @@ export interface IIncoming {
 export class Connection {
   constructor(kernel: Kernel.IKernelConnection) {
     this.kernel = kernel;
+    // a reloaded or closed page never says goodbye: close the comm so the kernel stops
+    // streaming to a panel that is gone
+    window.addEventListener('pagehide', this._onPageHide);
   }
 
   readonly kernel: Kernel.IKernelConnection;
@@ -77,6 +80,7 @@ export class Connection {
   }
 
   dispose(): void {
+    window.removeEventListener('pagehide', this._onPageHide);
     if (this._comm && !this._comm.isDisposed) {
       try {
         this._comm.close();
@@ -88,6 +92,10 @@ export class Connection {
     this._setStatus('closed', '');
     Signal.clearData(this);
   }
+
+  private _onPageHide = (): void => {
+    this.dispose();
+  };
 
   /** Returns null on success, or why daskprofile cannot be imported in the kernel. */
   private async _bootstrap(): Promise<string | null> {

@@ -154,6 +154,13 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
     _pixels_drawn(page)
     assert not [e for e in page.console_errors if "daskprofile" in e]
     assert time.time() > t_done
+    # the page before the reload closed its comm: the kernel streams to one panel only
+    out = run_code(
+        page,
+        "from daskprofile.jupyter import comm as _c; "
+        "print('panels', len(_c.hub().publisher.connections))",
+    )
+    assert "panels 1" in out
 
 
 NAPS = (
