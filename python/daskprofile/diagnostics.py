@@ -391,15 +391,24 @@ def to_run(profilers: Sequence[Any]) -> Run:
     return Run({"id": "profilers", "t0": t0, "t1": t1, "finished": True}, data)
 
 
+def _worker_label(worker_id: Any, ordinal: dict[Any, int]) -> str:
+    """``worker 0``, ``worker 1``, ... in order of first appearance (dask's ids are thread
+    idents or pids: long numbers that say nothing on an axis)."""
+    return f"worker {ordinal.setdefault(worker_id, len(ordinal))}"
+
+
 def _task_table(results: list[TaskData]) -> dict[str, Any]:
     groups, workers = GroupIndex(), GroupIndex()
+    ordinal: dict[Any, int] = {}
     n = len(results)
     start = np.fromiter((r.start_time for r in results), np.float64, n)
     return {
         "key": [str(r.key) for r in results],
         "group": np.fromiter((groups.index(r.key, r.task) for r in results), np.uint32, n),
         "worker": np.fromiter(
-            (workers.group_id(f"worker {r.worker_id}") for r in results), np.uint16, n
+            (workers.group_id(_worker_label(r.worker_id, ordinal)) for r in results),
+            np.uint16,
+            n,
         ),
         "submit": start,
         "start": start,

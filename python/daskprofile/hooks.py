@@ -191,9 +191,7 @@ def _is_identity(fn: Any) -> bool:
     )
 
 
-def _task_started(
-    key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook, ...]
-) -> None:
+def _task_started(key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
     if track:  # the same group name as the task table's (fused tasks: their layers)
         _worker.task_started(key_label(key), task_group(key, task))
     for hook in hooks:

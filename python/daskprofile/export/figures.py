@@ -41,7 +41,7 @@ KINDS = ("tasks", "resources", "cache", "stacks")
 #: dask's own plot options, accepted for compatibility: groups keep daskprofile's stable
 #: colours (``palette``) and lane labels are never cut (``label_size``)
 DROPIN_OPTIONS = ("palette", "label_size")
-_DEFAULTS: dict[str, Any] = {"width": 800, "height": 300}
+_DEFAULTS: dict[str, Any] = {"width": 800, "height": 300, "toolbar_location": "above"}
 _TIME_LABEL = "Time (s)"
 
 
@@ -94,7 +94,6 @@ def _new_figure(x_range: Range1d, title: str, kwargs: dict[str, Any], **extra: A
     opts = {
         "title": title,
         "tools": "xpan,xwheel_zoom,xbox_zoom,reset,save",
-        "toolbar_location": "above",
         **_DEFAULTS,
         **extra,
         **kwargs,
@@ -136,8 +135,7 @@ def _resources(run: RunLike, x_range: Range1d, kwargs: dict[str, Any]) -> Figure
         y_range_name="memory",
         legend_label="Memory",
     )
-    fig.legend.location = "top_left"
-    fig.legend.click_policy = "hide"
+    _quiet_legend(fig)
     fig.add_tools(
         HoverTool(
             renderers=[cpu_line, mem_line],
@@ -147,6 +145,19 @@ def _resources(run: RunLike, x_range: Range1d, kwargs: dict[str, Any]) -> Figure
     )
     _tag_added_tools(fig, before)
     return _user_tools(fig, kwargs)
+
+
+def _quiet_legend(fig: Figure) -> None:
+    """A small, see-through legend in a corner; click an entry to hide its line."""
+    legend = fig.legend[0]
+    legend.update(
+        location="top_left",
+        click_policy="hide",
+        label_text_font_size="8pt",
+        background_fill_alpha=0.6,
+        spacing=0,
+        padding=4,
+    )
 
 
 def _cache(run: RunLike, x_range: Range1d, kwargs: dict[str, Any], metric_name: str) -> Figure:
@@ -165,9 +176,7 @@ def _cache(run: RunLike, x_range: Range1d, kwargs: dict[str, Any], metric_name: 
             fig.step("x", "y", source=source, mode="after", color=color, legend_label=label)
         )
     if renderers:
-        fig.legend.location = "top_left"
-        fig.legend.click_policy = "hide"
-        fig.legend.label_text_font_size = "9pt"
+        _quiet_legend(fig)
         fig.add_tools(
             HoverTool(
                 renderers=renderers,
@@ -204,12 +213,14 @@ def plot(
         only: UIElement = parts[0]
         return only
     figures = [p for p in parts if hasattr(p, "xaxis")]
+    for fig in figures:  # equal borders: the stacked time axes line up
+        fig.min_border_left, fig.min_border_right = 90, 70
     for fig in figures[1:]:
         fig.title = None
     for fig in figures[:-1]:
         fig.xaxis.axis_label = None
     layout: UIElement = (
-        gridplot([[f] for f in parts], merge_tools=False)
+        gridplot([[f] for f in parts], merge_tools=False, toolbar_options={"logo": None})
         if len(figures) == len(parts)
         else column(parts)
     )
