@@ -102,12 +102,7 @@ class performance_report:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        code = calling_code(self._stacklevel)
-        try:
-            self._profile.__exit__(exc_type, exc, tb)
-        finally:
-            self._profile = None
-        self._write(code)
+        self._close(calling_code(self._stacklevel), exc_type, exc, tb)
 
     async def __aenter__(self) -> performance_report:
         return self.__enter__()
@@ -118,9 +113,11 @@ class performance_report:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        code = calling_code(self._stacklevel)
+        self._close(calling_code(self._stacklevel), exc_type, exc, tb)
+
+    def _close(self, code: str, *exc_info: Any) -> None:
         try:
-            self._profile.__exit__(exc_type, exc, tb)
+            self._profile.__exit__(*exc_info)
         finally:
             self._profile = None
         self._write(code)

@@ -8,7 +8,13 @@ import numpy as np
 
 from ._common import TaskArrays, group_color
 from ._lod import Busy, merge_bounded, split_tasks
-from ._widgets import LEGEND_GROUPS, lookup_hover, seconds_hover, time_figure
+from ._widgets import (
+    LEGEND_GROUPS,
+    lookup_hover,
+    seconds_hover,
+    tag_tools_added_since,
+    time_figure,
+)
 
 if TYPE_CHECKING:
     from bokeh.models import Range1d
@@ -202,9 +208,7 @@ def task_stream(arrays: TaskArrays, x_range: Range1d, **figure_options: Any) -> 
     try:
         _draw_stream(fig, arrays, keep_title="title" in figure_options)
     finally:
-        for tool in fig.tools:
-            if tool not in created:
-                tool.tags = [*tool.tags, "daskprofile"]
+        tag_tools_added_since(fig, created)
     return fig
 
 

@@ -58,3 +58,10 @@ def time_figure(x_range: Range1d, height: int, title: str, **kwargs: Any) -> Fig
     fig.toolbar.logo = None
     fig.xaxis.axis_label = "seconds since start"
     return fig
+
+
+def tag_tools_added_since(fig: Figure, created: list[Any]) -> None:
+    """Tag ``"daskprofile"`` the tools of ``fig`` that are not in ``created``."""
+    for tool in fig.tools:
+        if tool not in created:
+            tool.tags = [*tool.tags, "daskprofile"]

@@ -29,6 +29,7 @@ from ._common import RunLike, task_arrays
 from ._lod import decimate
 from ._plots import cache_lines, flame_panel
 from ._stream import task_stream
+from ._widgets import tag_tools_added_since
 
 if TYPE_CHECKING:
     from bokeh.models import Range1d
@@ -73,12 +74,6 @@ def _user_tools(fig: Figure, kwargs: dict[str, Any]) -> Figure:
             )
     fig.tools = mine
     return fig
-
-
-def _tag_added_tools(fig: Figure, before: Sequence[Any]) -> None:
-    for tool in fig.tools:
-        if tool not in before:
-            tool.tags = [*tool.tags, "daskprofile"]
 
 
 def _tasks(run: RunLike, x_range: Range1d, kwargs: dict[str, Any]) -> Figure:
@@ -143,7 +138,7 @@ def _resources(run: RunLike, x_range: Range1d, kwargs: dict[str, Any]) -> Figure
             mode="vline",
         )
     )
-    _tag_added_tools(fig, before)
+    tag_tools_added_since(fig, before)
     return _user_tools(fig, kwargs)
 
 
@@ -183,7 +178,7 @@ def _cache(run: RunLike, x_range: Range1d, kwargs: dict[str, Any], metric_name: 
                 tooltips=[("group", "@g"), (metric_name, "@y{0,0.[00]}"), ("time", "@x{0.000} s")],
             )
         )
-    _tag_added_tools(fig, before)
+    tag_tools_added_since(fig, before)
     return _user_tools(fig, kwargs)
 
 
