@@ -7,6 +7,7 @@ from typing import Any
 
 import dask
 import numpy as np
+from dask.callbacks import Callback as DaskCallback
 
 import daskprofile
 from daskprofile import CacheProfiler
@@ -63,3 +64,27 @@ def test_cache_profiler_with_collections() -> None:
         assert float((x + 1).sum().compute()) == 3200.0
     assert len(cprof.results) > 0
     assert np.isfinite([r.free_time for r in cprof.results]).all()
+
+
+def test_occupancy_follows_dasks_cache_task_by_task() -> None:
+    """The collector counts dependents down instead of reading dask's state per task; after
+    every task its total must equal what dask's cache holds (outputs are never released)."""
+    dsk: dict[Any, Any] = {("leaf-aa11bb22", i): (add, i, 1) for i in range(8)}
+    for j in range(4):
+        dsk[("pair-cc33dd44", j)] = (add, ("leaf-aa11bb22", 2 * j), ("leaf-aa11bb22", 2 * j + 1))
+    dsk[("top-ee55ff66", 0)] = (sum, [("pair-cc33dd44", j) for j in range(4)])
+    held: list[int] = []
+    posttask = DaskCallback(posttask=lambda key, res, d, state, w: held.append(len(state["cache"])))
+    with daskprofile.profile(resources=False, stacks=False) as run, posttask:
+        out = dask.get(dsk, [("top-ee55ff66", 0), ("pair-cc33dd44", 0)])
+    assert out == (36, 3)
+    occupancy: dict[str, float] = {}
+    totals: list[float] = []
+    rows = run.cache
+    for _, same_time in rows.groupby("time", sort=False):
+        for row in same_time.itertuples():
+            occupancy[row.group] = row.metric
+        totals.append(sum(occupancy.values()))
+    assert totals[:-1] == held
+    assert totals[-1] == 0  # everything is let go when the compute ends
+    assert max(held) < len(dsk)  # releases happened along the way

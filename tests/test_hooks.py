@@ -258,3 +258,104 @@ def test_nothing_is_done_per_task_when_no_listener_wants_task_events(scheduler: 
     with Profiler() as prof:  # wants task events: timed where the task runs
         assert task.compute(scheduler=scheduler) is True
     assert len(prof.results) == 1
+
+
+class Batches(Listener):
+    """Takes task events in batches only (as the collectors do)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.threads: set[int] = set()
+        self.events: list[TaskEvent] = []
+
+    def on_tasks(self, compute: Compute, batch: hooks.TaskBatch) -> None:
+        self.sizes.append(len(batch))
+        self.threads.add(threading.get_ident())
+        self.events.extend(batch)
+
+
+def test_batched_listener_costs_no_per_task_callback_and_gets_every_task() -> None:
+    lst = Batches()
+    assert Compute((lst,), "threads").callback()[3] is None  # no posttask for dask to call
+    n = 3 * hooks.BATCH + 7
+    dsk = {("t-abc12345", i): (add, i, 1) for i in range(n)}
+    hooks.add_listener(lst)
+    try:
+        assert dask.threaded.get(dsk, list(dsk))[:3] == (1, 2, 3)
+    finally:
+        hooks.remove_listener(lst)
+    assert sorted(e.key for e in lst.events) == sorted(dsk)
+    assert sum(lst.sizes) == n
+    assert len(lst.sizes) >= 4
+    # full batches are handed over where the tasks ran, not by the scheduling thread
+    assert lst.threads - {threading.get_ident()}
+    assert all(e.submit <= e.start <= e.stop for e in lst.events)
+    assert {e.tid for e in lst.events} <= {t.ident for t in threading.enumerate()}
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_batched_and_per_task_listeners_see_the_same_events(scheduler: str) -> None:
+    batched, per_task = Batches(), Recorder()
+    hooks.add_listener(batched)
+    hooks.add_listener(per_task)
+    try:
+        out = dask.compute(*[dask.delayed(add)(i, 1) for i in range(20)], scheduler=scheduler)
+    finally:
+        hooks.remove_listener(batched)
+        hooks.remove_listener(per_task)
+    assert out == tuple(range(1, 21))
+
+    def times(events: list[TaskEvent]) -> dict[Any, tuple[float, ...]]:
+        return {e.key: (e.submit, e.start, e.stop, e.pid, e.tid) for e in events}
+
+    assert len(batched.events) == len(per_task.events) == 20
+    assert times(batched.events) == times(per_task.events)
+
+
+def test_batched_listener_gets_failed_tasks_before_the_compute_ends() -> None:
+    ended: list[int] = []
+
+    class Ends(Batches):
+        def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
+            ended.append(len(self.events))
+
+    def boom(x: int) -> int:
+        raise ValueError(x)
+
+    lst = Ends()
+    hooks.add_listener(lst)
+    try:
+        for scheduler in ("sync", "threads"):
+            with pytest.raises(ValueError):
+                dask.delayed(boom)(dask.delayed(add)(1, 2)).compute(scheduler=scheduler)
+    finally:
+        hooks.remove_listener(lst)
+    assert [e.error for e in lst.events] == [None, "ValueError"] * 2
+    assert ended == [2, 4]
+
+
+def test_reader_flush_hands_over_rows_of_a_running_compute() -> None:
+    lst = Batches()
+    gate, done = threading.Event(), threading.Event()
+
+    def wait(x: int) -> int:
+        done.set()
+        gate.wait(10)
+        return x
+
+    dsk: dict[Any, Any] = {("t-abc12345", i): (add, i, 1) for i in range(5)}
+    dsk["last-abc12345"] = (wait, [("t-abc12345", i) for i in range(5)])
+    hooks.add_listener(lst)
+    try:
+        t = threading.Thread(target=dask.threaded.get, args=(dsk, "last-abc12345"))
+        t.start()
+        assert done.wait(10)
+        assert lst.events == []  # fewer than a batch: still pending
+        hooks.flush()
+        assert len(lst.events) == 5
+        gate.set()
+        t.join()
+    finally:
+        gate.set()
+        hooks.remove_listener(lst)
+    assert len(lst.events) == 6

@@ -70,7 +70,7 @@ def run_as_task(group: str, body: Callable[[], Any], seconds: float) -> threadin
     """A thread that runs ``body`` in a loop for ``seconds``, registered as a task of ``group``."""
 
     def target() -> None:
-        worker.task_started(f"{group}-{threading.get_ident()}", group)
+        worker.task_started(f"{group}-{threading.get_ident()}")
         try:
             end = time.perf_counter() + seconds
             while time.perf_counter() < end:
@@ -143,7 +143,7 @@ def test_collects_a_robust_fraction_of_the_expected_samples() -> None:
 
 def test_stack_is_cut_where_the_task_starts_under_a_real_dask_scheduler() -> None:
     def task(x: int) -> int:
-        worker.task_started("task-1", "task")
+        worker.task_started("task-1")
         try:
             end = time.perf_counter() + 0.4
             while time.perf_counter() < end:
@@ -282,7 +282,7 @@ def test_non_number_interval_raises_type_error_naming_interval() -> None:
 def remote_task(group: str, seconds: float) -> tuple[bool, bytes, int]:
     """Runs in a worker process as the task hook would: ensure, run, drain."""
     started = ensure_worker_sampler(0.005, owner_pid=None)
-    worker.task_started(f"{group}-1", group)
+    worker.task_started(f"{group}-1")
     try:
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:

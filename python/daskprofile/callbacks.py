@@ -146,7 +146,8 @@ class Callback(Listener):
         """Whether this callback needs ``hook`` (overridden ``on_*`` or a ``_*`` function)."""
         if getattr(type(self), hook) is not getattr(Callback, hook):
             return True
-        return getattr(self, _HOOK_FIELD[hook], None) is not None
+        field = _HOOK_FIELD.get(hook)
+        return field is not None and getattr(self, field, None) is not None
 
     def on_compute_start(self, compute: Compute) -> None:
         self._start(compute.dsk)  # type: ignore[attr-defined]

@@ -30,7 +30,8 @@ import numpy as np
 from dask.utils import format_time
 
 from .callbacks import Callback, worker_id
-from .hooks import Compute, TaskEvent
+from .collectors import StackWorkerHook, merge_stacks
+from .hooks import Compute, TaskBatch, TaskEvent
 from .keys import GroupIndex
 from .options import duration, optional_callable
 from .run import Run
@@ -327,7 +328,6 @@ class StackProfiler(_Timed):
 
     def __init__(self, interval: float = 0.01, cycle: float = 1.0) -> None:
         super().__init__()
-        from .collectors import StackWorkerHook
         from .collectors.stacks import StackCollector
 
         self._interval = duration("interval", interval)
@@ -350,11 +350,8 @@ class StackProfiler(_Timed):
         finally:
             super().__exit__(*exc)
 
-    def on_task(
-        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
-    ) -> None:
-        if event.extra and "stacks" in event.extra:
-            self._collector.merge_remote(event.extra["stacks"])
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        merge_stacks(self._collector, batch.extra)
 
     def hot_lines(self, func_or_name: object) -> list[tuple[str, int, int]]:
         """``(filename, line, samples)`` of one function's lines, hottest first."""

@@ -4,21 +4,26 @@ While at least one :class:`Listener` is registered, ``dask.local.get_async`` (an
 bindings ``dask.threaded`` and ``dask.multiprocessing`` made of it) is replaced by
 :func:`get_async`; the originals come back when the last listener goes.
 
-For each outermost compute the wrapper:
+For each outermost compute the wrapper passes callbacks explicitly (dask's
+``Callback.active`` or the caller's, plus our dispatcher), so dask's global callback swap -
+which loses records when two threads compute at once - never runs. To time tasks where they
+run it wraps ``loads``/``dumps``/``pack_exception`` in small objects, in one of two modes:
 
-* passes callbacks explicitly (dask's ``Callback.active`` or the caller's, plus our
-  dispatcher), so dask's global callback swap - which loses records when two threads
-  compute at once - never runs;
-* wraps ``loads``/``dumps``/``pack_exception`` in small picklable objects. Where the task
-  runs (worker thread or worker process), ``loads`` of the task notes its start and
-  ``dumps`` of its result its stop, and the result travels back inside a
-  :class:`TaskEvent` envelope; the scheduling side unwraps it in ``loads`` before dask
-  sees it, so results and ``worker_id`` are unchanged for every other callback.
+* **local** (sync and threads schedulers, when every listener takes task events in
+  batches): the scheduling side's ``dumps`` of a task tags it with its submit time; where the
+  task runs, ``loads`` notes its start and ``dumps`` of its result appends one plain tuple to
+  the compute's pending list and hands the result back untouched. Nothing else happens per
+  task, on either side: pending rows reach listeners' :meth:`Listener.on_tasks` in batches
+  (every :data:`BATCH` tasks, when a reader calls :func:`flush`, and when the compute ends).
+* **envelope** (the processes scheduler, or a listener that wants each result through
+  :meth:`Listener.on_task`): the result travels back inside a picklable :class:`TaskEvent`;
+  the scheduling side unwraps it in ``loads`` before dask sees it.
 
-Computes started inside a task are nested: they run untouched and without global
-callbacks, as in dask. Listener calls are guarded: a listener that raises is switched off
-(until it is registered again), one warning is issued and the listener is told through
-:meth:`Listener.on_listener_error`; the computation never sees it.
+Results and ``worker_id`` are unchanged for every other callback. Computes started inside a
+task are nested: they run untouched and without global callbacks, as in dask. Listener
+calls are guarded: a listener that raises is switched off (until it is registered again),
+one warning is issued and the listener is told through :meth:`Listener.on_listener_error`;
+the computation never sees it.
 """
 
 from __future__ import annotations
@@ -31,21 +36,23 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from threading import get_ident
 from time import perf_counter
 from types import ModuleType
 from typing import Any, Protocol
 
 from . import worker as _worker
-from .keys import key_label, task_group
 
 __all__ = [
+    "BATCH",
     "Compute",
     "Listener",
+    "TaskBatch",
     "TaskEvent",
     "WorkerHook",
     "add_listener",
+    "flush",
     "installed",
     "listeners",
     "original_get_async",
@@ -107,11 +114,48 @@ class TaskEvent:
         )
 
 
+#: pending task rows of a compute are handed to listeners once this many have finished
+BATCH = 512
+
+#: a row of a compute's pending list: (key, submit, start, stop, pid, tid, error, extra)
+Row = tuple[Hashable, float, float, float, int, int, "str | None", "dict[str, Any] | None"]
+
+
+class TaskBatch:
+    """Task events of one compute, in the order they finished, as parallel columns.
+
+    ``key``, ``submit``/``start``/``stop`` (perf_counter seconds), ``pid``, ``tid``,
+    ``error`` (exception type name or ``None``) and ``extra`` (worker-hook payloads or
+    ``None``) are tuples of equal length. Iterating gives :class:`TaskEvent` objects.
+    """
+
+    __slots__ = ("error", "extra", "key", "pid", "start", "stop", "submit", "tid")
+
+    def __init__(self, rows: list[Row]) -> None:
+        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 8
+        self.key, self.submit, self.start, self.stop = cols[0], cols[1], cols[2], cols[3]
+        self.pid, self.tid, self.error, self.extra = cols[4], cols[5], cols[6], cols[7]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def __iter__(self) -> Iterator[TaskEvent]:
+        cols = (self.key, self.submit, self.start, self.stop, self.pid, self.tid)
+        for key, submit, start, stop, pid, tid, error, extra in zip(
+            *cols, self.error, self.extra, strict=True
+        ):
+            ev = TaskEvent(key, start, stop, pid, tid, error, None, extra)
+            ev.submit = submit
+            yield ev
+
+
 class WorkerHook(Protocol):
     """Picklable code run where tasks run (e.g. a per-process stack sampler).
 
     ``on_start`` runs in the worker thread just before a task, ``on_stop`` just after;
     what ``on_stop`` returns (unless ``None``) travels back in ``TaskEvent.extra[name]``.
+    A hook with ``remote_only = True`` is not called for tasks run by the computing
+    process itself (sync and threads schedulers).
     """
 
     name: str
@@ -124,10 +168,15 @@ class WorkerHook(Protocol):
 class Listener:
     """Base class of what listens to scheduler events; override what you need.
 
-    All methods run in the scheduling thread of the compute, never where tasks run.
-    ``worker_hooks`` are shipped with every task of a compute; ``track_running`` asks
-    for :mod:`daskprofile.worker` to be kept up to date where tasks run. Only overridden
-    methods are called (a listener may instead define ``wants(name) -> bool``).
+    Task events come one of two ways: :meth:`on_tasks` receives them in batches (cheap:
+    nothing is done per task on the scheduling side), :meth:`on_task` one by one with each
+    result and dask's state (a compute with such a listener costs more per task). Batches
+    of one compute are delivered one at a time, in order, but from whichever thread drains
+    them (a worker thread, a reader calling :func:`flush`, or the scheduling thread); the
+    other methods run in the scheduling thread. ``worker_hooks`` are shipped with every task
+    of a compute; ``track_running`` asks for :mod:`daskprofile.worker` to be kept up to date
+    where tasks run. Only overridden methods are called (a listener may instead define
+    ``wants(name) -> bool``).
     """
 
     worker_hooks: tuple[WorkerHook, ...] = ()
@@ -147,6 +196,9 @@ class Listener:
     ) -> None:
         """Task done (``event.error`` set and ``result`` None if it failed)."""
 
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        """Tasks done, in a batch (failed ones have their ``error`` set)."""
+
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         """The compute ended (``failed`` if it raised)."""
 
@@ -154,7 +206,14 @@ class Listener:
         """This listener raised and has been switched off."""
 
 
-_HOOK_NAMES = ("on_compute_start", "on_start_state", "on_submit", "on_task", "on_compute_end")
+_HOOK_NAMES = (
+    "on_compute_start",
+    "on_start_state",
+    "on_submit",
+    "on_task",
+    "on_tasks",
+    "on_compute_end",
+)
 
 
 def _overrides(listener: Any, name: str) -> bool:
@@ -167,8 +226,18 @@ def _overrides(listener: Any, name: str) -> bool:
 
 # ---------------------------------------------------------------- where tasks run
 
-_tls = threading.local()
+
+class _Local(threading.local):
+    """Per-thread state where tasks run: the running task's ``(key, submit, start)``
+    (local mode) or ``(key, start)`` (envelope mode)."""
+
+    task: tuple[Any, ...] | None = None
+    raised: TaskEvent | None = None  # envelope mode, sync: a failure dask re-raised
+
+
+_tls = _Local()
 _pid = os.getpid()
+_running = _worker.running
 
 
 def _after_fork() -> None:
@@ -192,10 +261,105 @@ def _is_identity(fn: Any) -> bool:
 
 
 def _task_started(key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
-    if track:  # the same group name as the task table's (fused tasks: their layers)
-        _worker.task_started(key_label(key), task_group(key, task))
+    if track:  # raw key and task: worker.snapshot() names them when a sample needs it
+        _running[get_ident()] = (key, task)
     for hook in hooks:
         _call_hook(hook.on_start, key)
+
+
+class _Sent(tuple):
+    """Local mode: ``(task_info, submit time)`` as handed to the worker (a distinct type,
+    so ``loads`` knows a task from a result)."""
+
+    __slots__ = ()
+
+
+def _local_hooks(hooks: tuple[WorkerHook, ...]) -> tuple[WorkerHook, ...]:
+    """The worker hooks worth calling where tasks run in this process (not remote-only)."""
+    return tuple(h for h in hooks if not getattr(h, "remote_only", False))
+
+
+class _LocalLoads:
+    """Local-mode ``loads``: where a task runs, note its start; results pass untouched."""
+
+    __slots__ = ("hooks", "track")
+
+    def __init__(self, track: bool = False, hooks: tuple[WorkerHook, ...] = ()) -> None:
+        self.track = track
+        self.hooks = _local_hooks(hooks)
+
+    def __call__(self, obj: Any) -> Any:
+        if type(obj) is not _Sent:
+            return obj  # the scheduling side receiving a result
+        info, submit = obj
+        try:
+            task = info[0]
+            key = task.key
+        except Exception:
+            task = key = None
+        if self.track:  # raw key and task: worker.snapshot() names them when sampled
+            _running[get_ident()] = (key, task)
+        for hook in self.hooks:
+            _call_hook(hook.on_start, key)
+        _tls.task = (key, submit, perf_counter())  # the task runs from here
+        return info
+
+
+class _LocalDumps:
+    """Local-mode ``dumps``: tags a task with its submit time on the scheduling side; where
+    it ran, appends the task's row to the compute's pending list (the result is untouched)."""
+
+    __slots__ = ("compute", "hooks", "pending", "track")
+
+    def __init__(self, compute: Compute, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
+        self.compute = compute
+        self.pending = compute.pending
+        self.track = track
+        self.hooks = _local_hooks(hooks)
+
+    def __call__(self, obj: Any) -> Any:
+        task = _tls.task
+        if task is None:  # the scheduling side handing out a task
+            return _Sent((obj, perf_counter()))
+        stop = perf_counter()
+        _tls.task = None
+        tid = get_ident()
+        if self.track:
+            _running.pop(tid, None)
+        extra = _task_done(False, self.hooks) if self.hooks else None
+        pending = self.pending
+        pending.append((task[0], task[1], task[2], stop, _pid, tid, None, extra))
+        if len(pending) >= BATCH:
+            self.compute.drain()
+        return obj
+
+
+class _LocalPackException:
+    """Local-mode ``pack_exception``: the failing task's row, with its error type."""
+
+    __slots__ = ("hooks", "inner", "pending", "track")
+
+    def __init__(
+        self,
+        inner: Callable[[BaseException, Any], Any],
+        compute: Compute,
+        track: bool,
+        hooks: tuple[WorkerHook, ...],
+    ) -> None:
+        self.inner = inner
+        self.pending = compute.pending
+        self.track = track
+        self.hooks = _local_hooks(hooks)
+
+    def __call__(self, exc: BaseException, dumps: Any) -> Any:
+        stop = perf_counter()
+        task = _tls.task or (None, stop, stop)
+        _tls.task = None
+        extra = _task_done(self.track, self.hooks)
+        error = type(exc).__name__
+        self.pending.append((task[0], task[1], task[2], stop, _pid, get_ident(), error, extra))
+        # dask's sync default re-raises here: the row is already pending
+        return self.inner(exc, _identity if type(dumps) is _LocalDumps else dumps)
 
 
 class _Loads:
@@ -300,7 +464,7 @@ class _PackException:
 
 def _task_done(track: bool, hooks: tuple[WorkerHook, ...]) -> dict[str, Any] | None:
     if track:
-        _worker.task_stopped()
+        _running.pop(get_ident(), None)
     if not hooks:
         return None
     extra = {}
@@ -336,33 +500,55 @@ def _scheduler_kind(get_id: Any) -> str:
 class Compute:
     """One outermost compute as listeners see it; also its dask callback dispatcher."""
 
-    def __init__(self, listeners: tuple[Any, ...], scheduler: str) -> None:
+    def __init__(
+        self, listeners: tuple[Any, ...], scheduler: str, outputs: frozenset[Any] = frozenset()
+    ) -> None:
         self.id = next(_ids)
         self.scheduler = scheduler
         self.thread = get_ident()
         self.t_start = perf_counter()
         self.dsk: Mapping[Any, Any] = {}
         self.state: dict[str, Any] = {}
+        #: the keys the compute returns (dask never releases their results)
+        self.outputs = outputs
+        #: rows of finished tasks not yet handed to ``on_tasks`` listeners (see :data:`Row`)
+        self.pending: list[Row] = []
+        self._drain_lock = threading.RLock()
         self._submitted: dict[Hashable, float] = {}
         self._last: TaskEvent | None = None
-        self._hooks: dict[str, list[tuple[Any, Callable[..., None]]]] = {
-            name: [(lst, getattr(lst, name)) for lst in listeners if _overrides(lst, name)]
-            for name in _HOOK_NAMES
-        }
-        self._on_task = self._hooks["on_task"]
-        self._on_submit = self._hooks["on_submit"]
+        self._hooks: dict[str, list[tuple[Any, Callable[..., None]]]] = {}
+        self._set_hooks(
+            {
+                name: [(lst, getattr(lst, name)) for lst in listeners if _overrides(lst, name)]
+                for name in _HOOK_NAMES
+            }
+        )
         self.track_running = any(getattr(lst, "track_running", False) for lst in listeners)
         self.worker_hooks = tuple(h for lst in listeners for h in getattr(lst, "worker_hooks", ()))
         #: whether tasks are timed where they run; not when no listener wants task events
         #: (progress bars read dask's state): then nothing is done per task
-        self.timed = bool(self._on_task) or self.track_running or bool(self.worker_hooks)
+        self.timed = (
+            bool(self._on_task or self._on_tasks) or self.track_running or bool(self.worker_hooks)
+        )
+        #: whether each result must come back through ``on_task`` (envelope mode)
+        self.per_task = bool(self._on_task)
+
+    def _set_hooks(self, table: dict[str, list[tuple[Any, Callable[..., None]]]]) -> None:
+        # a listener with on_tasks gets batches only, even if it also has on_task
+        batched = {id(lst) for lst, _ in table["on_tasks"]}
+        table["on_task"] = [e for e in table["on_task"] if id(e[0]) not in batched]
+        self._hooks = table
+        self._on_task = table["on_task"]
+        self._on_tasks = table["on_tasks"]
+        self._on_submit = table["on_submit"]
 
     def callback(self) -> tuple[Callable[..., None] | None, ...]:
         """The dask callback tuple ``(start, start_state, pretask, posttask, finish)``."""
         if not self.timed:
             pretask = self._pretask if self._on_submit else None
             return (self._start, self._start_state, pretask, None, self._finish)
-        return (self._start, self._start_state, self._pretask, self._posttask, self._finish)
+        posttask = self._posttask if self.per_task else None
+        return (self._start, self._start_state, self._pretask, posttask, self._finish)
 
     # dask callbacks --------------------------------------------------------
     def _start(self, dsk: Mapping[Any, Any]) -> None:
@@ -395,11 +581,31 @@ class Compute:
                 self._fault(lst, exc)
 
     def _finish(self, dsk: Mapping[Any, Any], state: dict[str, Any], failed: bool) -> None:
-        raised = getattr(_tls, "raised", None)
+        raised = _tls.raised
         if raised is not None:
             _tls.raised = None
             self._deliver_error(raised)
+        self.drain()
         self._emit("on_compute_end", state, failed)
+
+    # batches ---------------------------------------------------------------
+    def drain(self) -> None:
+        """Hand the pending rows to the ``on_tasks`` listeners (from any thread)."""
+        with self._drain_lock:
+            pending = self.pending
+            n = len(pending)
+            if not n:
+                return
+            rows = pending[:n]
+            del pending[:n]  # rows appended meanwhile by worker threads stay
+            if not self._on_tasks:
+                return
+            batch = TaskBatch(rows)
+            for lst, fn in self._on_tasks:
+                try:
+                    fn(self, batch)
+                except Exception as exc:
+                    self._fault(lst, exc)
 
     # envelopes -------------------------------------------------------------
     def unwrap(self, ev: TaskEvent) -> Any:
@@ -407,11 +613,20 @@ class Compute:
         payload = ev.payload
         ev.payload = None
         ev.submit = self._submitted.pop(ev.key, ev.start)
+        if self._on_tasks:
+            self._pend(ev)
         if ev.error is None:
-            self._last = ev
+            if self.per_task:
+                self._last = ev
         else:
             self._deliver_error(ev)
         return payload
+
+    def _pend(self, ev: TaskEvent) -> None:
+        pending = self.pending
+        pending.append((ev.key, ev.submit, ev.start, ev.stop, ev.pid, ev.tid, ev.error, ev.extra))
+        if len(pending) >= BATCH:
+            self.drain()
 
     def _deliver_error(self, ev: TaskEvent) -> None:
         for lst, fn in self._on_task:
@@ -436,15 +651,14 @@ class Compute:
 
     def _fault(self, lst: Any, exc: Exception) -> None:
         # new lists (not in place): a loop over the old ones may be running
-        self._hooks = {
-            name: [e for e in entries if e[0] is not lst] for name, entries in self._hooks.items()
-        }
-        self._on_task = self._hooks["on_task"]
-        self._on_submit = self._hooks["on_submit"]
+        self._set_hooks(
+            {name: [e for e in entries if e[0] is not lst] for name, entries in self._hooks.items()}
+        )
         _switch_off(lst, exc)
 
     def close(self) -> None:
-        """Drop references to the graph and state once the compute is over."""
+        """Hand over what is pending, then drop references to the graph and state."""
+        self.drain()
         self.dsk = {}
         self.state = {}
         self._submitted.clear()
@@ -455,6 +669,7 @@ class Compute:
 
 _lock = threading.RLock()
 _listeners: tuple[Any, ...] = ()
+_running_computes: set[Compute] = set()
 _faulted: set[int] = set()
 _current: contextvars.ContextVar[Compute | None] = contextvars.ContextVar(
     "daskprofile_compute", default=None
@@ -508,9 +723,34 @@ def get_async(*args: Any, **kwargs: Any) -> Any:
 get_async.__wrapped__ = original_get_async  # type: ignore[attr-defined]
 
 
+def _outputs(result: Any) -> frozenset[Any]:
+    from dask.core import flatten
+
+    try:  # dask's own rule for which keys it keeps
+        if isinstance(result, list):
+            return frozenset(flatten(result))  # type: ignore[no-untyped-call]
+        return frozenset([result])
+    except TypeError:  # an unhashable output key: dask itself will complain
+        return frozenset()
+
+
+def _wrap(a: dict[str, Any], compute: Compute) -> None:
+    """Swap in the ``loads``/``dumps``/``pack_exception`` wrappers of ``compute``'s mode."""
+    track, hooks = compute.track_running, compute.worker_hooks
+    local = _is_identity(a["loads"]) and _is_identity(a["dumps"])
+    if local and not compute.per_task:
+        a["loads"] = _LocalLoads(track, hooks)
+        a["dumps"] = _LocalDumps(compute, track, hooks)
+        a["pack_exception"] = _LocalPackException(a["pack_exception"], compute, track, hooks)
+    else:
+        a["loads"] = _Loads(a["loads"], compute, track, hooks)
+        a["dumps"] = _Dumps(a["dumps"], track, hooks)
+        a["pack_exception"] = _PackException(a["pack_exception"], track, hooks)
+
+
 def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
     a = bound.arguments
-    compute = Compute(active, _scheduler_kind(a.get("get_id")))
+    compute = Compute(active, _scheduler_kind(a.get("get_id")), _outputs(a.get("result")))
     callbacks = a.get("callbacks")
     if callbacks is None:
         from dask.callbacks import Callback as DaskCallback
@@ -518,17 +758,27 @@ def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
         callbacks = list(DaskCallback.active)
     a["callbacks"] = [*callbacks, compute.callback()]
     if compute.timed:
-        track, hooks = compute.track_running, compute.worker_hooks
-        a["loads"] = _Loads(a["loads"], compute, track, hooks)
-        a["dumps"] = _Dumps(a["dumps"], track, hooks)
-        a["pack_exception"] = _PackException(a["pack_exception"], track, hooks)
+        _wrap(a, compute)
     token = _current.set(compute)
+    with _lock:
+        _running_computes.add(compute)
     try:
         return original_get_async(*bound.args, **bound.kwargs)
     finally:
+        with _lock:
+            _running_computes.discard(compute)
         _current.reset(token)
         _tls.raised = None
         compute.close()
+
+
+def flush() -> None:
+    """Hand every running compute's pending task rows to its listeners now (readers call
+    this before reading a collector, so what they read is current)."""
+    with _lock:
+        computes = list(_running_computes)
+    for compute in computes:
+        compute.drain()
 
 
 def _targets() -> list[ModuleType]:

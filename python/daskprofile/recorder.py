@@ -28,11 +28,11 @@ from types import TracebackType
 from typing import Any
 
 from . import hooks
-from .collectors import StackWorkerHook, optional
+from .collectors import StackWorkerHook, merge_stacks, optional
 from .collectors.base import Collector
 from .collectors.cache import CacheCollector
 from .collectors.tasks import TaskCollector
-from .hooks import Compute, TaskEvent
+from .hooks import Compute, TaskBatch
 from .options import ProfileOptions, history_size, profile_options
 from .run import Run
 
@@ -165,14 +165,8 @@ class _StackFeed(Collector):
         self.collector = collector
         self.worker_hooks = (StackWorkerHook(interval, cycle),)
 
-    def on_task(
-        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
-    ) -> None:
-        extra = event.extra
-        if extra is not None:
-            payload = extra.get("stacks")
-            if payload is not None:
-                self.collector.merge_remote(payload)
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        merge_stacks(self.collector, batch.extra)
 
 
 def _new_run(options: ProfileOptions) -> Run:

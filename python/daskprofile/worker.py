@@ -1,21 +1,31 @@
 """State kept where tasks run: a worker thread of the kernel, or a worker process.
 
 The task hook writes here when a task starts and stops; the stack sampler reads it to know
-which task each sampled thread was running. Plain dict operations keep it safe under the
-GIL without a lock on the hot path.
+which task each sampled thread was running. The hook stores the raw key and task (two dict
+operations per task, no lock: safe under the GIL); turning them into a label and a group
+is left to :func:`snapshot`, which the sampler calls a hundred times a second at most.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from threading import get_ident
+from typing import Any
 
-#: thread ident -> (key label, group) of the task that thread is running now
-running: dict[int, tuple[str, str]] = {}
+from .keys import key_label, task_group
+
+#: thread ident -> (key, task) of the task that thread is running now
+running: dict[int, tuple[Hashable, Any]] = {}
+
+#: key -> (label, group), memoised for the keys the sampler sees (bounded)
+_described: dict[Hashable, tuple[str, str]] = {}
+_DESCRIBED_MAX = 4096
 
 
-def task_started(key: str, group: str) -> None:
-    """Note that the calling thread starts running task ``key`` of ``group``."""
-    running[get_ident()] = (key, group)
+def task_started(key: Hashable, task: Any = None) -> None:
+    """Note that the calling thread starts running task ``key`` (``task``: its graph node,
+    which names a fused task after the layers it runs)."""
+    running[get_ident()] = (key, task)
 
 
 def task_stopped() -> None:
@@ -23,6 +33,21 @@ def task_stopped() -> None:
     running.pop(get_ident(), None)
 
 
+def describe(key: Hashable, task: Any = None) -> tuple[str, str]:
+    """``(key label, group)`` of a task, the names the task table uses."""
+    try:
+        found = _described.get(key)
+    except TypeError:  # an unhashable key: not memoised
+        return key_label(key), task_group(key, task)
+    if found is None:
+        found = (key_label(key), task_group(key, task))
+        if len(_described) >= _DESCRIBED_MAX:
+            _described.clear()
+        _described[key] = found
+    return found
+
+
 def snapshot() -> dict[int, tuple[str, str]]:
-    """A consistent copy of what runs where (copying a dict is atomic under the GIL)."""
-    return running.copy()
+    """What runs where now: thread ident -> ``(key label, group)``."""
+    current = running.copy()  # copying a dict is atomic under the GIL
+    return {ident: describe(key, task) for ident, (key, task) in current.items()}

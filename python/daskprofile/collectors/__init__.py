@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +25,16 @@ def optional(name: str) -> ModuleType | None:
         raise
 
 
+def merge_stacks(collector: Any, extras: Iterable[dict[str, Any] | None]) -> None:
+    """Add to ``collector`` the stack samples worker processes sent back with tasks
+    (``TaskBatch.extra``)."""
+    for extra in extras:
+        if extra is not None:
+            payload = extra.get("stacks")
+            if payload is not None:
+                collector.merge_remote(payload)
+
+
 class StackWorkerHook:
     """Runs the stack sampler inside worker processes and ships its samples back.
 
@@ -34,6 +44,7 @@ class StackWorkerHook:
     """
 
     name = "stacks"
+    remote_only = True  # in the kernel itself the kernel's sampler sees the tasks
 
     def __init__(self, interval: float, cycle: float, owner_pid: int | None = None) -> None:
         self.interval = interval

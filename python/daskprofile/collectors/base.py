@@ -55,8 +55,9 @@ class Columns:
             self.make_room()
 
     def make_room(self) -> None:
-        """Drop the oldest eighth of the rows (call under ``lock`` when over ``cap``)."""
-        self._drop(max(1, self.cap // 8))
+        """Drop the oldest eighth of the rows, or all beyond ``cap`` if more (call under
+        ``lock`` when over ``cap``)."""
+        self._drop(max(1, self.cap // 8, self.n - self.first - self.cap))
 
     def repair(self) -> None:
         """Drop a row left half-written (an interrupt between two column appends)."""

@@ -1,10 +1,13 @@
 """Scheduler cache occupancy: one series per task group, not one line per task.
 
 When a task's result enters dask's cache its group's occupancy rises by ``metric(result)``
-(1 by default: a count); when dask releases a result its group's occupancy falls. Releases
-are found among the finished task's dependencies only (O(dependencies) per task, where
-dask's CacheProfiler scans every cached key after every task). A row ``(time, group,
-metric)`` is written per group whose occupancy changed, so a chart draws one line per group.
+(1 by default: a count); when dask releases a result its group's occupancy falls. dask
+releases a result when the last of its dependents has finished, unless the compute returns
+it; the collector counts dependents down the same way, so it needs no per-task call from the
+scheduler: with the default metric it takes task events in batches (O(dependencies) per
+task, where dask's CacheProfiler scans every cached key after every task). A row ``(time,
+group, metric)`` is written per group whose occupancy changed, so a chart draws one line
+per group.
 """
 
 from __future__ import annotations
@@ -13,12 +16,23 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
 
-from ..hooks import Compute, TaskEvent
+from .. import hooks
+from ..hooks import Compute, TaskBatch, TaskEvent
 from ..keys import GroupIndex
 from .base import Collector, Columns
 
 #: ``time`` is float32 seconds since the collector started (~0.1 ms resolution over an hour)
 SPEC = {"time": "f", "group": "I", "metric": "d"}
+
+
+class _Cached:
+    """What one compute has in dask's cache: results per key, dependents still to run."""
+
+    __slots__ = ("live", "remaining")
+
+    def __init__(self) -> None:
+        self.live: dict[Hashable, tuple[int, float]] = {}  # key -> (group id, metric)
+        self.remaining: dict[Hashable, int] = {}  # key -> dependents not finished yet
 
 
 class CacheCollector(Collector):
@@ -40,7 +54,7 @@ class CacheCollector(Collector):
         self.index = GroupIndex()
         self._names: dict[Any, int] = self.index.names  # name -> group id (index() fills it)
         self.occupancy: list[float] = []
-        self._live: dict[int, dict[Hashable, tuple[int, float]]] = {}
+        self._computes: dict[int, _Cached] = {}
         self._cols = self.columns.cols
 
     @property
@@ -48,63 +62,116 @@ class CacheCollector(Collector):
         """Group names; ``group`` ids index this list."""
         return self.index.groups
 
+    def wants(self, hook: str) -> bool:
+        """Batches with the default metric; each result when ``metric`` must measure it."""
+        if hook == "on_tasks":
+            return self.metric is None
+        if hook == "on_task":
+            return self.metric is not None
+        return hook in ("on_compute_start", "on_compute_end")
+
     def on_compute_start(self, compute: Compute) -> None:
         self.columns.repair()
-        self._live[compute.id] = {}
+        self._computes[compute.id] = _Cached()
+
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        cached = self._computes.get(compute.id)
+        if cached is None:
+            return
+        names, live, index = self._names, cached.live, self.index
+        deps_of = compute.state.get("dependencies") or {}
+        times: list[float] = []
+        changes: list[dict[int, float]] = []
+        for key, stop, error in zip(batch.key, batch.stop, batch.error, strict=True):
+            if error is not None:
+                continue
+            gid = names.get(key[0] if type(key) is tuple else key)
+            if gid is None:
+                gid = index.index(key, compute.dsk.get(key))
+            live[key] = (gid, 1.0)
+            times.append(stop)
+            changes.append(
+                self._released(compute, cached, key, gid, 1.0) if deps_of.get(key) else {gid: 1.0}
+            )
+        self._write(times, changes)
 
     def on_task(
         self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
     ) -> None:
-        if event.error is not None:
+        cached = self._computes.get(compute.id)
+        if event.error is not None or cached is None or self.metric is None:
             return
-        key = event.key
-        live = self._live.get(compute.id)
-        if live is None:
-            return
+        value = float(self.metric(result))
+        self._write([event.stop], [self._finished(compute, cached, event.key, value)])
+
+    def _finished(
+        self, compute: Compute, cached: _Cached, key: Hashable, value: float
+    ) -> dict[int, float]:
+        """``key``'s result entered the cache: the change per group, releases included."""
         gid = self._names.get(key[0] if type(key) is tuple else key)
         if gid is None:
             gid = self.index.index(key, compute.dsk.get(key))
-        value = 1.0 if self.metric is None else float(self.metric(result))
-        live[key] = (gid, value)
-        changes: dict[int, float] | None = None
-        released = state["released"]
-        for dep in state["dependencies"][key]:
-            if dep in released:
-                entry = live.pop(dep, None)
+        cached.live[key] = (gid, value)
+        return self._released(compute, cached, key, gid, value)
+
+    def _released(
+        self, compute: Compute, cached: _Cached, key: Hashable, gid: int, value: float
+    ) -> dict[int, float]:
+        """The change per group once ``key`` (of group ``gid``) has finished: ``+value``
+        for it, minus what dask releases now (results whose last dependent it was)."""
+        changes = {gid: value}
+        state = compute.state
+        deps = state["dependencies"].get(key) if "dependencies" in state else None
+        if not deps:
+            return changes
+        dependents, remaining, outputs = state["dependents"], cached.remaining, compute.outputs
+        for dep in deps:
+            left = remaining.pop(dep, None)
+            if left is None:
+                left = len(dependents.get(dep, ()))
+            if left > 1:
+                remaining[dep] = left - 1
+            elif dep not in outputs:  # its last dependent: dask releases it now
+                entry = cached.live.pop(dep, None)
                 if entry is not None:
-                    if changes is None:
-                        changes = {gid: value}
                     changes[entry[0]] = changes.get(entry[0], 0.0) - entry[1]
-        self._write(changes if changes is not None else {gid: value})
+        return changes
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
-        live = self._live.pop(compute.id, None)
-        if not live:
+        cached = self._computes.pop(compute.id, None)
+        if cached is None or not cached.live:
             return
         changes: dict[int, float] = {}
-        for gid, value in live.values():
+        for gid, value in cached.live.values():
             changes[gid] = changes.get(gid, 0.0) - value
-        self._write(changes)
+        self._write([perf_counter()], [changes])
 
-    def _write(self, changes: dict[int, float]) -> None:
-        now = perf_counter() - self.t0
-        c = self._cols
+    def _write(self, times: list[float], changes: list[dict[int, float]]) -> None:
+        """Rows for the non-zero changes, each at its time (perf_counter seconds)."""
+        c, t0 = self._cols, self.t0
         with self.lock:
             occ = self.occupancy
-            for gid, delta in changes.items():
-                if delta == 0.0:
-                    continue  # a result replaced another of its group: no change to draw
-                while gid >= len(occ):
-                    occ.append(0.0)
-                occ[gid] += delta
-                c["time"].append(now)
-                c["group"].append(gid)
-                c["metric"].append(occ[gid])
-                self.columns.commit()
+            rows = 0
+            for when, change in zip(times, changes, strict=True):
+                for gid, delta in change.items():
+                    if delta == 0.0:
+                        continue  # a result replaced another of its group: no change to draw
+                    while gid >= len(occ):
+                        occ.append(0.0)
+                    occ[gid] += delta
+                    c["time"].append(when - t0)
+                    c["group"].append(gid)
+                    c["metric"].append(occ[gid])
+                    rows += 1
+            cols = self.columns
+            cols.n += rows
+            if cols.n - cols.first > cols.cap:
+                cols.make_room()
 
     def since(self, cursor: int = 0) -> tuple[dict[str, Any], int]:
         """Rows after absolute index ``cursor``: ``time`` (perf_counter s), ``group`` ids,
         ``metric`` (the group's occupancy after the change), plus ``groups``, ``dropped``."""
+        hooks.flush()  # rows of running computes not handed over yet
         with self.lock:
             rows, new_cursor = self.columns.since_locked(cursor)
             rows_out: dict[str, Any] = dict(rows)

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..hooks import Compute, TaskEvent
+from .. import hooks
+from ..hooks import Compute, TaskBatch
 from ..keys import key_label, stem_end, task_group
 from .base import Collector, Columns
 
@@ -166,40 +167,83 @@ class TaskCollector(Collector):
     def on_compute_start(self, compute: Compute) -> None:
         self.columns.repair()
 
-    def on_task(
-        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
-    ) -> None:
-        key = event.key
-        if type(key) is tuple and len(key) == 2 and type(key[1]) is int:  # the common case
-            nid = self._tuple_names.get(key[0])
-            if nid is None:
-                nid = self._tuple_name(key, compute)
-            raw = f"{key[1]})".encode()
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        n = len(batch)
+        fast = self._common_keys(batch.key)
+        if fast is not None:
+            nids, texts = fast
+            raw = "".join(texts).encode()
+            lengths = np.fromiter(map(len, texts), dtype=np.uint64, count=n)
         else:
+            nids, raws = self._any_keys(batch.key, compute)
+            raw = b"".join(raws)
+            lengths = np.fromiter(map(len, raws), dtype=np.uint64, count=n)
+        wids = self._worker_ids_of(batch)
+        errors = (
+            [0 if e is None else self._error_id(e) for e in batch.error]
+            if any(batch.error)
+            else None
+        )
+        start = np.array(batch.start, dtype=np.float64)
+        wait = (start - np.array(batch.submit, dtype=np.float64)).astype(np.float32)
+        duration = (np.array(batch.stop, dtype=np.float64) - start).astype(np.float32)
+        cols, c = self.columns, self._cols
+        with self.lock:
+            ends = np.cumsum(lengths) + np.uint64(self.text_base + len(self.text))
+            self.text += raw
+            c["start"].frombytes(start.tobytes())
+            c["wait"].frombytes(wait.tobytes())
+            c["duration"].frombytes(duration.tobytes())
+            c["worker"].extend(wids)
+            c["name"].extend(nids)
+            c["end"].frombytes(ends.tobytes())
+            if errors is None:
+                c["error"].frombytes(bytes(2 * n))
+            else:
+                c["error"].extend(errors)
+            c["compute"].extend([compute.id] * n)
+            cols.n += n
+            while cols.n - cols.first > cols.cap:
+                cols.make_room()
+
+    def _common_keys(self, keys: tuple[Any, ...]) -> tuple[list[int], list[str]] | None:
+        """Name ids and suffix texts if every key is ``('known-name', int)``, else None."""
+        names = self._tuple_names
+        try:
+            nids = [
+                names[k[0]] for k in keys if type(k) is tuple and len(k) == 2 and type(k[1]) is int
+            ]
+        except KeyError:  # a name seen for the first time
+            return None
+        if len(nids) != len(keys):
+            return None
+        return nids, [f"{k[1]})" for k in keys]
+
+    def _any_keys(self, keys: tuple[Any, ...], compute: Compute) -> tuple[list[int], list[bytes]]:
+        """Name ids (interning new names) and suffix bytes of any keys."""
+        nids: list[int] = []
+        raws: list[bytes] = []
+        for key in keys:
             nid, suffix = self._name_and_suffix(key, compute)
             if len(suffix) == 36 and _UUID.fullmatch(suffix):  # delayed keys: 16 bytes
-                raw = bytes.fromhex(suffix.replace("-", ""))
-                nid |= UUID_FLAG
+                nids.append(nid | UUID_FLAG)
+                raws.append(bytes.fromhex(suffix.replace("-", "")))
             else:
-                raw = suffix.encode()
-        w = self._by_tid.get(event.tid)
-        wid = w[1] if w is not None and w[0] == event.pid else self._worker_id(event.pid, event.tid)
-        eid = 0 if event.error is None else self._error_id(event.error)
-        start = event.start
-        cols = self.columns
-        with self.lock:
-            self.text += raw
-            self._start(start)
-            self._wait(start - event.submit)
-            self._duration(event.stop - start)
-            self._worker(wid)
-            self._name(nid)
-            self._end(self.text_base + len(self.text))
-            self._error(eid)
-            self._compute(compute.id)
-            cols.n += 1
-            if cols.n - cols.first > cols.cap:
-                cols.make_room()
+                nids.append(nid)
+                raws.append(suffix.encode())
+        return nids, raws
+
+    def _worker_ids_of(self, batch: TaskBatch) -> list[int]:
+        by_tid = self._by_tid
+        out: list[int] = []
+        last_tid = last_pid = last_wid = -1
+        for pid, tid in zip(batch.pid, batch.tid, strict=True):
+            if tid != last_tid or pid != last_pid:
+                w = by_tid.get(tid)
+                last_wid = w[1] if w is not None and w[0] == pid else self._worker_id(pid, tid)
+                last_tid, last_pid = tid, pid
+            out.append(last_wid)
+        return out
 
     def _on_drop(self, k: int) -> None:
         # called under the lock before the k oldest rows go: drop their suffix text too
@@ -223,6 +267,7 @@ class TaskCollector(Collector):
 
     def since_compact(self, cursor: int = 0) -> tuple[dict[str, Any], int]:
         """Like :meth:`since`, but the rows stay in their compact form (see :func:`decode`)."""
+        hooks.flush()  # rows of running computes not handed over yet
         with self.lock:
             rows, new_cursor = self.columns.since_locked(cursor)
             first = self.columns.first

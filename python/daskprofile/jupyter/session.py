@@ -34,10 +34,10 @@ import dask.config
 import numpy as np
 
 from .. import hooks, recorder
-from ..collectors import StackWorkerHook, optional
+from ..collectors import StackWorkerHook, merge_stacks, optional
 from ..collectors.cache import CacheCollector
 from ..collectors.tasks import TaskCollector
-from ..hooks import Compute, Listener, TaskEvent
+from ..hooks import Compute, Listener, TaskBatch
 from ..keys import task_group
 from ..options import config, duration
 from ..run import Run
@@ -187,19 +187,16 @@ class PanelSession(Listener):
             if collector is not None:
                 collector.on_compute_start(compute)
 
-    def on_task(
-        self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
-    ) -> None:
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
         bundle = self._computes.get(compute.id)
         if bundle is None:
             return
         if bundle.tasks is not None:
-            bundle.tasks.on_task(compute, event, result, state)
+            bundle.tasks.on_tasks(compute, batch)
         if bundle.cache is not None:
-            bundle.cache.on_task(compute, event, result, state)
-        extra = event.extra
-        if extra is not None and self.stacks is not None and "stacks" in extra:
-            self.stacks.merge_remote(extra["stacks"])
+            bundle.cache.on_tasks(compute, batch)
+        if self.stacks is not None:
+            merge_stacks(self.stacks, batch.extra)
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         with self.lock:
