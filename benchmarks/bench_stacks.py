@@ -4,8 +4,9 @@ Side by side, in one process, on the same workload (threads that hold the GIL in
 pure-Python loop, registered as running a task the way the task hook does):
 
 - ``off``: no sampler (the baseline)
-- ``daskprofile``: ``StackCollector(interval=0.01)`` (lowers the switch interval to 2 ms)
-- ``daskprofile,switch=5ms``: the same with ``switch_interval=None`` (Python's 5 ms kept)
+- ``daskprofile``: ``StackCollector(interval=0.01)`` (Python's switch interval left alone)
+- ``daskprofile,switch=2ms``: the same with ``switch_interval=0.002`` (lowered to 2 ms
+  while busy threads keep the sampler waiting for the GIL)
 - ``distributed-loop``: the distributed worker's approach, a thread that sleeps
   ``interval`` then feeds each busy thread's frame to ``distributed.profile.process``
 - ``distributed.watch``: ``distributed.profile.watch(thread, "10ms", "1s")`` per busy thread
@@ -145,8 +146,8 @@ def run_once(sampler: Sampler | None, nthreads: int, chunks: int) -> tuple[float
 
 CONFIGS: dict[str, Callable[[], Sampler | None]] = {
     "off": lambda: None,
-    "daskprofile": lambda: Ours(0.002),  # the default: switch interval 2 ms while sampling
-    "daskprofile,switch=5ms": lambda: Ours(None),  # switch interval left alone
+    "daskprofile": lambda: Ours(None),  # the default: switch interval left alone
+    "daskprofile,switch=2ms": lambda: Ours(0.002),  # lowered while samples come late
     "distributed-loop": DistributedLoop,
     "distributed.watch": DistributedWatch,
 }

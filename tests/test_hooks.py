@@ -242,7 +242,7 @@ def test_worker_running_registry_tracked_during_tasks() -> None:
 def _timed_here(_: object = None) -> bool:
     from daskprofile import hooks as h
 
-    return getattr(h._tls, "task", None) is not None
+    return h._tls.task is not None or threading.get_ident() in h._running
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])

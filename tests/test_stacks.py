@@ -260,11 +260,22 @@ def test_stop_returns_fast_whatever_the_interval() -> None:
     assert time.perf_counter() - t0 < 0.05
 
 
-def test_switch_interval_is_restored() -> None:
+def test_switch_interval_lowered_only_while_busy_threads_delay_samples() -> None:
     before = sys.getswitchinterval()
-    with StackCollector(switch_interval=before / 4):
-        assert sys.getswitchinterval() == pytest.approx(before / 4)
-    assert sys.getswitchinterval() == before
+    seen: list[float] = []
+
+    def busy() -> None:
+        seen.append(sys.getswitchinterval())
+        spin(20_000)
+
+    with StackCollector(interval=0.01, switch_interval=before / 4) as collector:
+        time.sleep(0.15)  # nothing holds the GIL: samples come on time, nothing lowered
+        assert sys.getswitchinterval() == before
+        run_as_task("busy", busy, 0.6).join()
+    assert sys.getswitchinterval() == before  # restored by stop()
+    assert min(seen) == pytest.approx(before / 4)  # lowered while a busy task ran
+    assert seen[0] == before
+    assert collector.samples_by_group()["busy"] >= 30
 
 
 @pytest.mark.parametrize("interval", [0, -0.01, math.nan, math.inf])

@@ -267,11 +267,8 @@ def _task_started(key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook
         _call_hook(hook.on_start, key)
 
 
-class _Sent(tuple):
-    """Local mode: ``(task_info, submit time)`` as handed to the worker (a distinct type,
-    so ``loads`` knows a task from a result)."""
-
-    __slots__ = ()
+#: ends the ``(task_info, submit time, _SENT)`` tuple local-mode ``dumps`` makes of a task
+_SENT = object()
 
 
 def _local_hooks(hooks: tuple[WorkerHook, ...]) -> tuple[WorkerHook, ...]:
@@ -279,87 +276,60 @@ def _local_hooks(hooks: tuple[WorkerHook, ...]) -> tuple[WorkerHook, ...]:
     return tuple(h for h in hooks if not getattr(h, "remote_only", False))
 
 
-class _LocalLoads:
-    """Local-mode ``loads``: where a task runs, note its start; results pass untouched."""
+def _local_wrappers(
+    compute: Compute, pack_exception: Callable[[BaseException, Any], Any]
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """Local-mode ``loads``, ``dumps`` and ``pack_exception`` for ``compute``.
 
-    __slots__ = ("hooks", "track")
+    ``dumps`` on the scheduling side tags a task with its submit time; where the task runs,
+    ``loads`` notes it in :data:`worker.running` (what the stack sampler reads, and how
+    ``dumps`` knows it runs where a task ran) and ``dumps`` of the result appends the task's
+    row to ``compute.pending`` and returns the result untouched; ``loads`` on the
+    scheduling side passes results through. Closures, not objects: these run four times
+    per task and a closure call costs half an instance ``__call__``.
+    """
+    hooks = _local_hooks(compute.worker_hooks)
+    pending = compute.pending
+    append = pending.append
+    drain = compute.drain
+    running = _running
 
-    def __init__(self, track: bool = False, hooks: tuple[WorkerHook, ...] = ()) -> None:
-        self.track = track
-        self.hooks = _local_hooks(hooks)
-
-    def __call__(self, obj: Any) -> Any:
-        if type(obj) is not _Sent:
+    def loads(obj: Any) -> Any:
+        if type(obj) is not tuple or len(obj) != 3 or obj[2] is not _SENT:
             return obj  # the scheduling side receiving a result
-        info, submit = obj
+        info, submit, _ = obj
         try:
             task = info[0]
             key = task.key
         except Exception:
             task = key = None
-        if self.track:  # raw key and task: worker.snapshot() names them when sampled
-            _running[get_ident()] = (key, task)
-        for hook in self.hooks:
+        for hook in hooks:
             _call_hook(hook.on_start, key)
-        _tls.task = (key, submit, perf_counter())  # the task runs from here
+        running[get_ident()] = (key, task, submit, perf_counter())  # the task runs from here
         return info
 
-
-class _LocalDumps:
-    """Local-mode ``dumps``: tags a task with its submit time on the scheduling side; where
-    it ran, appends the task's row to the compute's pending list (the result is untouched)."""
-
-    __slots__ = ("compute", "hooks", "pending", "track")
-
-    def __init__(self, compute: Compute, track: bool, hooks: tuple[WorkerHook, ...]) -> None:
-        self.compute = compute
-        self.pending = compute.pending
-        self.track = track
-        self.hooks = _local_hooks(hooks)
-
-    def __call__(self, obj: Any) -> Any:
-        task = _tls.task
-        if task is None:  # the scheduling side handing out a task
-            return _Sent((obj, perf_counter()))
+    def dumps(obj: Any) -> Any:
         stop = perf_counter()
-        _tls.task = None
         tid = get_ident()
-        if self.track:
-            _running.pop(tid, None)
-        extra = _task_done(False, self.hooks) if self.hooks else None
-        pending = self.pending
-        pending.append((task[0], task[1], task[2], stop, _pid, tid, None, extra))
+        task = running.pop(tid, None)
+        if task is None:  # the scheduling side handing out a task
+            return (obj, stop, _SENT)
+        extra = _task_done(False, hooks) if hooks else None
+        append((task[0], task[2], task[3], stop, _pid, tid, None, extra))
         if len(pending) >= BATCH:
-            self.compute.drain()
+            drain()
         return obj
 
-
-class _LocalPackException:
-    """Local-mode ``pack_exception``: the failing task's row, with its error type."""
-
-    __slots__ = ("hooks", "inner", "pending", "track")
-
-    def __init__(
-        self,
-        inner: Callable[[BaseException, Any], Any],
-        compute: Compute,
-        track: bool,
-        hooks: tuple[WorkerHook, ...],
-    ) -> None:
-        self.inner = inner
-        self.pending = compute.pending
-        self.track = track
-        self.hooks = _local_hooks(hooks)
-
-    def __call__(self, exc: BaseException, dumps: Any) -> Any:
+    def pack(exc: BaseException, dumps_: Any) -> Any:
         stop = perf_counter()
-        task = _tls.task or (None, stop, stop)
-        _tls.task = None
-        extra = _task_done(self.track, self.hooks)
-        error = type(exc).__name__
-        self.pending.append((task[0], task[1], task[2], stop, _pid, get_ident(), error, extra))
+        tid = get_ident()
+        task = running.pop(tid, None) or (None, None, stop, stop)
+        extra = _task_done(False, hooks) if hooks else None
+        append((task[0], task[2], task[3], stop, _pid, tid, type(exc).__name__, extra))
         # dask's sync default re-raises here: the row is already pending
-        return self.inner(exc, _identity if type(dumps) is _LocalDumps else dumps)
+        return pack_exception(exc, _identity if dumps_ is dumps else dumps_)
+
+    return loads, dumps, pack
 
 
 class _Loads:
@@ -704,7 +674,8 @@ def _switch_off(lst: Any, exc: Exception) -> None:
 
 
 def _nested() -> bool:
-    return _current.get() is not None or getattr(_tls, "task", None) is not None
+    """Whether this thread is inside a compute or a task (then dask runs untouched)."""
+    return _current.get() is not None or _tls.task is not None or get_ident() in _running
 
 
 def get_async(*args: Any, **kwargs: Any) -> Any:
@@ -739,9 +710,7 @@ def _wrap(a: dict[str, Any], compute: Compute) -> None:
     track, hooks = compute.track_running, compute.worker_hooks
     local = _is_identity(a["loads"]) and _is_identity(a["dumps"])
     if local and not compute.per_task:
-        a["loads"] = _LocalLoads(track, hooks)
-        a["dumps"] = _LocalDumps(compute, track, hooks)
-        a["pack_exception"] = _LocalPackException(a["pack_exception"], compute, track, hooks)
+        a["loads"], a["dumps"], a["pack_exception"] = _local_wrappers(compute, a["pack_exception"])
     else:
         a["loads"] = _Loads(a["loads"], compute, track, hooks)
         a["dumps"] = _Dumps(a["dumps"], track, hooks)

@@ -1,9 +1,9 @@
 """State kept where tasks run: a worker thread of the kernel, or a worker process.
 
 The task hook writes here when a task starts and stops; the stack sampler reads it to know
-which task each sampled thread was running. The hook stores the raw key and task (two dict
-operations per task, no lock: safe under the GIL); turning them into a label and a group
-is left to :func:`snapshot`, which the sampler calls a hundred times a second at most.
+which task each sampled thread was running. The hook stores the raw key and task (one dict
+set and one pop per task, no lock: safe under the GIL); turning them into a label and a
+group is left to :func:`snapshot`, which the sampler calls a hundred times a second at most.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 from .keys import key_label, task_group
 
-#: thread ident -> (key, task) of the task that thread is running now
-running: dict[int, tuple[Hashable, Any]] = {}
+#: thread ident -> ``(key, task, ...)`` of the task that thread is running now (the task
+#: hook may keep more after the key and the task: its submit and start times)
+running: dict[int, tuple[Any, ...]] = {}
 
 #: key -> (label, group), memoised for the keys the sampler sees (bounded)
 _described: dict[Hashable, tuple[str, str]] = {}
@@ -50,4 +51,4 @@ def describe(key: Hashable, task: Any = None) -> tuple[str, str]:
 def snapshot() -> dict[int, tuple[str, str]]:
     """What runs where now: thread ident -> ``(key label, group)``."""
     current = running.copy()  # copying a dict is atomic under the GIL
-    return {ident: describe(key, task) for ident, (key, task) in current.items()}
+    return {ident: describe(entry[0], entry[1]) for ident, entry in current.items()}

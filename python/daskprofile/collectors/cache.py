@@ -148,10 +148,10 @@ class CacheCollector(Collector):
 
     def _write(self, times: list[float], changes: list[dict[int, float]]) -> None:
         """Rows for the non-zero changes, each at its time (perf_counter seconds)."""
-        c, t0 = self._cols, self.t0
+        t0, c, cols = self.t0, self._cols, self.columns
+        when_col, group_col, level_col = [], [], []
         with self.lock:
             occ = self.occupancy
-            rows = 0
             for when, change in zip(times, changes, strict=True):
                 for gid, delta in change.items():
                     if delta == 0.0:
@@ -159,12 +159,13 @@ class CacheCollector(Collector):
                     while gid >= len(occ):
                         occ.append(0.0)
                     occ[gid] += delta
-                    c["time"].append(when - t0)
-                    c["group"].append(gid)
-                    c["metric"].append(occ[gid])
-                    rows += 1
-            cols = self.columns
-            cols.n += rows
+                    when_col.append(when - t0)
+                    group_col.append(gid)
+                    level_col.append(occ[gid])
+            c["time"].extend(when_col)
+            c["group"].extend(group_col)
+            c["metric"].extend(level_col)
+            cols.n += len(when_col)
             if cols.n - cols.first > cols.cap:
                 cols.make_room()
 

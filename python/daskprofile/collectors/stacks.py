@@ -50,6 +50,9 @@ _WRAPPER_FILES = ("dask/_task_spec.py", "dask/core.py", "daskprofile/hooks.py")
 #: after a late sample, the next one waits at least this fraction of the interval (the GIL
 #: wait that follows spaces samples further; 0.1 beat 0.5 by 10-25% samples/s under load)
 _MIN_SPACING = 0.1
+#: late wake-ups in a row before the switch interval is lowered; on-time ones before restored
+_LATE_TO_LOWER = 2
+_ON_TIME_TO_RESTORE = 100
 
 Stack = tuple[int, ...]
 #: group -> stack -> samples
@@ -126,9 +129,19 @@ class _Sampler:
     """Sampling engine shared by the kernel collector and the worker-process sampler."""
 
     def __init__(
-        self, interval: float, cycle: float, max_cycles: int, *, totals: bool = True
+        self,
+        interval: float,
+        cycle: float,
+        max_cycles: int,
+        *,
+        totals: bool = True,
+        switch_interval: float | None = None,
     ) -> None:
         self.interval = _check_positive("interval", interval)
+        #: lowered ``sys.setswitchinterval`` while the GIL keeps the sampler waiting
+        self.switch_interval = switch_interval
+        self.lowered = False
+        self._late = self._on_time = 0
         self.cycle = _check_positive("cycle", cycle)
         self.max_cycles = max_cycles
         self.table = _FrameTable()
@@ -164,6 +177,14 @@ class _Sampler:
 
     def _run(self) -> None:
         self._own = threading.get_ident()
+        try:
+            self._loop()
+        finally:
+            if self.lowered:
+                self.lowered = False
+                _switch.restore()
+
+    def _loop(self) -> None:
         deadline = perf_counter()
         while True:
             interval, now = self.interval, perf_counter()
@@ -172,6 +193,7 @@ class _Sampler:
             deadline = max(deadline + interval, now + interval * _MIN_SPACING)
             if self._stop.wait(deadline - now):
                 return
+            self._pace(perf_counter() - deadline)
             try:
                 self.sample()
             except Exception as exc:  # never raise into the computation: switch off
@@ -188,6 +210,27 @@ class _Sampler:
     def idle(self) -> bool:
         """Whether the thread should end on its own (the worker sampler does when idle)."""
         return False
+
+    def _pace(self, late: float) -> None:
+        """Lower the switch interval while busy threads keep the sampler from the GIL.
+
+        Lowering it costs threads that hand the GIL around often (the threaded scheduler
+        running small tasks) a few microseconds per task, so it is done only after two
+        wake-ups in a row came more than a fifth of an interval late, and undone after a
+        hundred on time (it is lowered again if lateness returns).
+        """
+        if self.switch_interval is None:
+            return
+        if late > 0.2 * self.interval:
+            self._late, self._on_time = self._late + 1, 0
+            if not self.lowered and self._late >= _LATE_TO_LOWER:
+                _switch.lower(self.switch_interval)
+                self.lowered = True
+        else:
+            self._late, self._on_time = 0, self._on_time + 1
+            if self.lowered and self._on_time >= _ON_TIME_TO_RESTORE:
+                _switch.restore()
+                self.lowered = False
 
     # -- sampling -------------------------------------------------------------------------
     def sample(self) -> None:
@@ -261,9 +304,9 @@ class StackCollector:
     """Samples the stacks of threads running tasks; trees per task group, over time.
 
     ``interval`` is the time between samples, ``cycle`` the width of one history entry
-    (both seconds). ``switch_interval`` (seconds, None to leave it) lowers
-    ``sys.setswitchinterval`` while sampling so the sampler gets the GIL from busy
-    pure-Python threads in time; the previous value is restored by ``stop()``.
+    (both seconds). ``switch_interval`` (seconds, None to leave it): while busy pure-Python
+    threads keep the sampler waiting for the GIL, ``sys.setswitchinterval`` is lowered to
+    it so samples come in time; it is restored when they no longer do, and by ``stop()``.
     """
 
     def __init__(
@@ -272,12 +315,12 @@ class StackCollector:
         cycle: float = 1.0,
         *,
         max_cycles: int = 3600,
-        switch_interval: float | None = 0.002,
+        switch_interval: float | None = None,
     ) -> None:
-        self._sampler = _Sampler(interval, cycle, max_cycles)
         if switch_interval is not None:
             _check_positive("switch_interval", switch_interval)
         self.switch_interval = switch_interval
+        self._sampler = _Sampler(interval, cycle, max_cycles, switch_interval=switch_interval)
         self._remote: dict[str, dict[int, int]] = {}  # process token -> remote fid -> fid
         self.t_start: float | None = None
         self.t_stop: float | None = None
@@ -313,8 +356,6 @@ class StackCollector:
             return
         _owner_pids.add(os.getpid())
         self.t_start, self.t_stop = perf_counter(), None
-        if self.switch_interval is not None:
-            _switch.lower(self.switch_interval)
         self._sampler.start("daskprofile-stacks")
 
     def stop(self) -> None:
@@ -323,8 +364,6 @@ class StackCollector:
         self._sampler.stop()
         if was_alive:
             self.t_stop = perf_counter()
-            if self.switch_interval is not None:
-                _switch.restore()
 
     def __enter__(self) -> StackCollector:
         self.start()
