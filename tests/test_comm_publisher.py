@@ -1,9 +1,17 @@
-"""The publisher's parts in-process: bounded outbox, drop accounting, cache decimation."""
+"""The publisher in-process: bounded outbox, drop accounting, cache decimation, live rows."""
 
 from __future__ import annotations
 
+import threading
+import time
+import uuid
+from operator import add
+from typing import Any
+
+import dask
 import numpy as np
 
+from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
 from daskprofile.jupyter.feed import decimate
 from daskprofile.jupyter.publisher import Connection
@@ -44,3 +52,55 @@ def test_cache_decimation_keeps_the_last_value_per_group_and_millisecond() -> No
     out = decimate(cols, 1e-3)
     assert out["time"].tolist() == [0.0002, 0.0003, 0.0015, 0.0016]
     assert out["metric"].tolist() == [1.0, 2.0, 3.0, 0.0]
+
+
+class _RecordingComm:
+    """Stands for a panel's comm in-process: keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.comm_id = uuid.uuid4().hex
+        self.sent: list[dict[str, Any]] = []
+        self.close_cb: Any = None
+
+    def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
+        self.sent.append(encode.decode(data, list(buffers or [])))
+
+    def on_msg(self, cb: Any) -> None:
+        pass
+
+    def on_close(self, cb: Any) -> None:
+        self.close_cb = cb
+
+    def close(self) -> None:
+        pass
+
+
+def _finish_after(gate: threading.Event, parts: list[int]) -> int:
+    gate.wait(10)
+    return sum(parts)
+
+
+def test_rows_of_a_running_compute_reach_the_panel_before_it_ends() -> None:
+    """Fewer rows than a hook batch are still pending in the compute: the publisher's poll
+    must hand them over, or the panel would see nothing until the compute ends."""
+    comm = _RecordingComm()
+    meta = {"daskprofile_protocol": dpcomm.PROTOCOL_VERSION}
+    dpcomm._on_open(comm, {"metadata": meta, "content": {"data": {"type": "hello"}}})
+    gate = threading.Event()
+    dsk: dict[Any, Any] = {("inc-abc12345", i): (add, i, 1) for i in range(20)}
+    dsk["total-abc12345"] = (_finish_after, gate, [("inc-abc12345", i) for i in range(20)])
+    worker = threading.Thread(target=dask.get, args=(dsk, "total-abc12345"))
+    try:
+        worker.start()
+        deadline = time.monotonic() + 10
+        rows = 0
+        while rows < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rows = sum(m.get("n", 0) for m in list(comm.sent) if m["type"] == "tasks")
+        assert rows == 20, "the finished tasks were not streamed while the compute ran"
+        assert not any(m["type"] == "run_end" for m in comm.sent)
+    finally:
+        gate.set()
+        worker.join()
+        comm.close_cb({})
+        dpcomm.shutdown()

@@ -27,6 +27,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from .. import stacktree, worker
+from ..gil import switch as _switch
 from ..stacktree import FrameInfo, Tree
 
 __all__ = [
@@ -448,35 +449,6 @@ class StackCollector:
             for ident, n in payload["threads"].items():
                 label = f"{pid}:{ident}"
                 s.by_thread[label] = s.by_thread.get(label, 0) + n
-
-
-class _SwitchInterval:
-    """Reference-counted lowering of ``sys.setswitchinterval`` (restored by the last user)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._saved = 0.0
-        self._set = 0.0
-
-    def lower(self, value: float) -> None:
-        with self._lock:
-            if self._users == 0:
-                self._saved = sys.getswitchinterval()
-            self._users += 1
-            if value < sys.getswitchinterval():
-                sys.setswitchinterval(value)
-            self._set = sys.getswitchinterval()
-
-    def restore(self) -> None:
-        with self._lock:
-            self._users = max(0, self._users - 1)
-            # leave a value someone else set meanwhile alone
-            if self._users == 0 and sys.getswitchinterval() == self._set:
-                sys.setswitchinterval(self._saved)
-
-
-_switch = _SwitchInterval()
 
 
 # -- worker-process side ----------------------------------------------------------------------

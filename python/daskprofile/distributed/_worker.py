@@ -30,7 +30,8 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
-from ..collectors.stacks import _switch, _WorkerSampler
+from ..collectors.stacks import _WorkerSampler
+from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
 from ..stacktree import FrameInfo
 from ._common import MESSAGE_VERSION

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import hooks
 from ..keys import group_color
 from ..run import Run
 from . import encode
@@ -68,6 +69,7 @@ def live_tasks(collector: Any) -> Reader:
 
     def read(cursor: int) -> Read:
         nonlocal name_groups
+        hooks.flush()  # rows of running computes not handed to the collector yet
         columns = collector.columns
         with collector.lock:
             rows, new_cursor = columns.since_locked(cursor)

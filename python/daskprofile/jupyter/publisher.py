@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .. import recorder
+from .. import gil, recorder
 from ..run import Run
 from . import encode
 from .feed import Feed, Sources, frozen_sources
@@ -37,6 +37,8 @@ DROPPABLE = frozenset({"tasks", "resources", "cache", "stacks", "progress"})
 MAX_KEYS = 10_000
 #: at most ~4 progress messages per second per run
 PROGRESS_PERIOD = 0.25
+#: switch interval while the publisher thread works (a poll takes a few ms of CPU)
+WORK_SWITCH_INTERVAL = 0.0005
 EXPORTS = {
     "html": ("to_html", ".html", "text/html"),
     "trace": ("to_chrome_trace", ".trace.json", "application/json"),
@@ -256,13 +258,16 @@ class Publisher:
         while not self._stopping.is_set():
             self.cpu_time = time.thread_time()
             self._wake.clear()
-            self._run_jobs()
-            now = perf_counter()
-            if now >= next_poll:
-                if self._ready():
-                    self._guard(self._poll)
-                next_poll = now + self.tick
-            wait = self._flush()
+            # a poll gives the GIL up often (locks, numpy, sends); while a compute keeps
+            # it busy, each hand-back waits a switch interval: make that short meanwhile
+            with gil.lowered(WORK_SWITCH_INTERVAL):
+                self._run_jobs()
+                now = perf_counter()
+                if now >= next_poll:
+                    if self._ready():
+                        self._guard(self._poll)
+                    next_poll = now + self.tick
+                wait = self._flush()
             self._wake.wait(max(0.002, min(next_poll - perf_counter(), wait)))
 
     def _guard(self, fn: Job) -> None:
