@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 5] [--scheduler sync]
 
-One process, interleaved repeats, medians. "panel" = a panel connected through the real
-comm handlers (``daskprofile.jupyter.comm``) with a comm object that timestamps and keeps
-what it is given instead of writing to IOPub - so the kernel side does everything it does
-for a real panel (auto-profiling session: tasks + cache + resources + stacks; publisher
-thread: cursors, encoding, rate limit). Messages are decoded as the browser decodes them
-(``encode.decode``, the fixtures' format). Wire bytes are the comm payload (compact JSON
-data + raw buffers), and with the Jupyter message envelope (header, parent header,
-metadata, comm id) as ``jupyter_client.Session`` serialises it.
+One process, interleaved repeats, medians; the run history is cleared before each
+connect, so what is measured is live streaming, not the replay of earlier repeats' runs.
+"panel" = a panel connected through the real comm handlers (``daskprofile.jupyter.comm``)
+with a comm object that timestamps and keeps what it is given instead of writing to
+IOPub - so the kernel side does everything it does for a real panel (auto-profiling
+session: tasks + cache + resources + stacks; publisher thread: cursors, encoding, rate
+limit). Messages are decoded as the browser decodes them (``encode.decode``, the
+fixtures' format). Wire bytes are the comm payload (compact JSON data + raw buffers), and
+with the Jupyter message envelope (header, parent header, metadata, comm id) as
+``jupyter_client.Session`` serialises it.
 Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 import dask
 
 import daskprofile
+from daskprofile import recorder
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
 
@@ -91,12 +94,18 @@ def disconnect(c: RecordingComm) -> None:
     dpcomm.shutdown()
 
 
-def wait_for_run_end(c: RecordingComm, timeout: float = 60) -> None:
+def wait_for_run_end(c: RecordingComm, rid: str, timeout: float = 60) -> None:
+    """Wait until run ``rid`` has been sent whole (its ``run_end``)."""
     deadline = time.monotonic() + timeout
-    while not any(d.get("type") == "run_end" for _, d, _ in c.sent):
+    while not any(d.get("type") == "run_end" and d.get("run") == rid for _, d, _ in c.sent):
         if time.monotonic() > deadline:
-            raise TimeoutError("no run_end")
+            raise TimeoutError(f"no run_end for {rid}")
         time.sleep(0.05)
+
+
+def last_run_id() -> str:
+    """The id of the run that finished last (the one the panel session just recorded)."""
+    return str(recorder.history()[-1].meta["id"])
 
 
 def envelope_bytes(data: dict[str, Any]) -> int:
@@ -128,12 +137,12 @@ def distributed_record_bytes() -> int:
     return len(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def analyse(c: RecordingComm) -> dict[str, float]:
-    """Bytes per task and lag, from the messages decoded as the browser does."""
+def analyse(c: RecordingComm, rid: str) -> dict[str, float]:
+    """Bytes per task and lag of run ``rid``, from the messages decoded as the browser does
+    (runs replayed from the history when the panel connected are left out)."""
     msgs = [(t, encode.decode(d, b), encode.wire_size(d, b)) for t, d, b in c.sent]
-    starts = [m for _, m, _ in msgs if m["type"] == "run_start"]
-    t0 = starts[-1]["t0"]
-    rid = starts[-1]["run"]
+    (start,) = [m for _, m, _ in msgs if m["type"] == "run_start" and m["run"] == rid]
+    t0 = start["t0"]
     mine = [(t, m, w) for t, m, w in msgs if m.get("run") == rid]
     tasks = [(t, m, w) for t, m, w in mine if m["type"] == "tasks"]
     rows = sum(m["n"] for _, m, _ in tasks)
@@ -170,13 +179,15 @@ def main() -> None:
     stats: dict[str, float] = {}
     for _ in range(args.repeat):
         bare.append(compute(n, sched))
+        recorder.clear_history()  # steady streaming: no replay of earlier repeats' runs
         c = connect()
         time.sleep(0.3)  # samplers up, hello sent
         panel.append(compute(n, sched))
-        wait_for_run_end(c)
+        rid = last_run_id()
+        wait_for_run_end(c, rid)
         hub = dpcomm.hub()
         cpus.append(hub.publisher.cpu_time if hub is not None else float("nan"))
-        stats = analyse(c)
+        stats = analyse(c, rid)
         disconnect(c)
         with daskprofile.profile(**PANEL_LIKE):
             prof.append(compute(n, sched))

@@ -502,6 +502,8 @@ class Compute:
         )
         #: whether each result must come back through ``on_task`` (envelope mode)
         self.per_task = bool(self._on_task)
+        #: whether tasks are timed in local mode (set by the hook before the compute runs)
+        self.local = False
 
     def _set_hooks(self, table: dict[str, list[tuple[Any, Callable[..., None]]]]) -> None:
         # a listener with on_tasks gets batches only, even if it also has on_task
@@ -513,12 +515,15 @@ class Compute:
         self._on_submit = table["on_submit"]
 
     def callback(self) -> tuple[Callable[..., None] | None, ...]:
-        """The dask callback tuple ``(start, start_state, pretask, posttask, finish)``."""
-        if not self.timed:
-            pretask = self._pretask if self._on_submit else None
-            return (self._start, self._start_state, pretask, None, self._finish)
-        posttask = self._posttask if self.per_task else None
-        return (self._start, self._start_state, self._pretask, posttask, self._finish)
+        """The dask callback tuple ``(start, start_state, pretask, posttask, finish)``.
+
+        ``pretask`` notes submit times in envelope mode only (local mode tags the task
+        itself); ``posttask`` runs only for listeners that want each result.
+        """
+        envelope = self.timed and not self.local
+        pretask = self._pretask if envelope or self._on_submit else None
+        posttask = self._posttask if envelope and self.per_task else None
+        return (self._start, self._start_state, pretask, posttask, self._finish)
 
     # dask callbacks --------------------------------------------------------
     def _start(self, dsk: Mapping[Any, Any]) -> None:
@@ -708,8 +713,7 @@ def _outputs(result: Any) -> frozenset[Any]:
 def _wrap(a: dict[str, Any], compute: Compute) -> None:
     """Swap in the ``loads``/``dumps``/``pack_exception`` wrappers of ``compute``'s mode."""
     track, hooks = compute.track_running, compute.worker_hooks
-    local = _is_identity(a["loads"]) and _is_identity(a["dumps"])
-    if local and not compute.per_task:
+    if compute.local:
         a["loads"], a["dumps"], a["pack_exception"] = _local_wrappers(compute, a["pack_exception"])
     else:
         a["loads"] = _Loads(a["loads"], compute, track, hooks)
@@ -725,6 +729,12 @@ def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
         from dask.callbacks import Callback as DaskCallback
 
         callbacks = list(DaskCallback.active)
+    compute.local = (
+        compute.timed
+        and not compute.per_task
+        and _is_identity(a["loads"])
+        and _is_identity(a["dumps"])
+    )
     a["callbacks"] = [*callbacks, compute.callback()]
     if compute.timed:
         _wrap(a, compute)

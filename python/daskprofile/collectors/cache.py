@@ -24,6 +24,9 @@ from .base import Collector, Columns
 #: ``time`` is float32 seconds since the collector started (~0.1 ms resolution over an hour)
 SPEC = {"time": "f", "group": "I", "metric": "d"}
 
+#: rows being written: (times since t0, group ids, occupancy levels)
+_Rows = tuple[list[float], list[int], list[float]]
+
 
 class _Cached:
     """What one compute has in dask's cache: results per key, dependents still to run."""
@@ -78,22 +81,29 @@ class CacheCollector(Collector):
         cached = self._computes.get(compute.id)
         if cached is None:
             return
-        names, live, index = self._names, cached.live, self.index
+        names, live, index, t0 = self._names, cached.live, self.index, self.t0
         deps_of = compute.state.get("dependencies") or {}
-        times: list[float] = []
-        changes: list[dict[int, float]] = []
-        for key, stop, error in zip(batch.key, batch.stop, batch.error, strict=True):
-            if error is not None:
-                continue
-            gid = names.get(key[0] if type(key) is tuple else key)
-            if gid is None:
-                gid = index.index(key, compute.dsk.get(key))
-            live[key] = (gid, 1.0)
-            times.append(stop)
-            changes.append(
-                self._released(compute, cached, key, gid, 1.0) if deps_of.get(key) else {gid: 1.0}
-            )
-        self._write(times, changes)
+        rows: _Rows = ([], [], [])
+        when_col, group_col, level_col = rows
+        with self.lock:
+            occ = self.occupancy
+            for key, stop, error in zip(batch.key, batch.stop, batch.error, strict=True):
+                if error is not None:
+                    continue
+                gid = names.get(key[0] if type(key) is tuple else key)
+                if gid is None:
+                    gid = index.index(key, compute.dsk.get(key))
+                live[key] = (gid, 1.0)
+                if deps_of.get(key):  # results it depends on may be released now
+                    self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows)
+                    continue
+                while gid >= len(occ):
+                    occ.append(0.0)
+                occ[gid] += 1.0
+                when_col.append(stop - t0)
+                group_col.append(gid)
+                level_col.append(occ[gid])
+            self._append(rows)
 
     def on_task(
         self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
@@ -148,26 +158,34 @@ class CacheCollector(Collector):
 
     def _write(self, times: list[float], changes: list[dict[int, float]]) -> None:
         """Rows for the non-zero changes, each at its time (perf_counter seconds)."""
-        t0, c, cols = self.t0, self._cols, self.columns
-        when_col, group_col, level_col = [], [], []
+        rows: _Rows = ([], [], [])
         with self.lock:
-            occ = self.occupancy
             for when, change in zip(times, changes, strict=True):
-                for gid, delta in change.items():
-                    if delta == 0.0:
-                        continue  # a result replaced another of its group: no change to draw
-                    while gid >= len(occ):
-                        occ.append(0.0)
-                    occ[gid] += delta
-                    when_col.append(when - t0)
-                    group_col.append(gid)
-                    level_col.append(occ[gid])
-            c["time"].extend(when_col)
-            c["group"].extend(group_col)
-            c["metric"].extend(level_col)
-            cols.n += len(when_col)
-            if cols.n - cols.first > cols.cap:
-                cols.make_room()
+                self._apply(when, change, rows)
+            self._append(rows)
+
+    def _apply(self, when: float, changes: dict[int, float], rows: _Rows) -> None:
+        """Apply one task's changes per group at ``when``: rows for the non-zero ones."""
+        occ = self.occupancy
+        for gid, delta in changes.items():
+            if delta == 0.0:
+                continue  # a result replaced another of its group: nothing to draw
+            while gid >= len(occ):
+                occ.append(0.0)
+            occ[gid] += delta
+            rows[0].append(when - self.t0)
+            rows[1].append(gid)
+            rows[2].append(occ[gid])
+
+    def _append(self, rows: _Rows) -> None:
+        """Append ``(times, groups, levels)`` to the columns (under ``lock``); cap them."""
+        c, cols = self._cols, self.columns
+        c["time"].extend(rows[0])
+        c["group"].extend(rows[1])
+        c["metric"].extend(rows[2])
+        cols.n += len(rows[0])
+        if cols.n - cols.first > cols.cap:
+            cols.make_room()
 
     def since(self, cursor: int = 0) -> tuple[dict[str, Any], int]:
         """Rows after absolute index ``cursor``: ``time`` (perf_counter s), ``group`` ids,

@@ -38,7 +38,7 @@ MAX_KEYS = 10_000
 #: at most ~4 progress messages per second per run
 PROGRESS_PERIOD = 0.25
 #: switch interval while the publisher thread works (a poll takes a few ms of CPU)
-WORK_SWITCH_INTERVAL = 0.0005
+WORK_SWITCH_INTERVAL = 0.001
 EXPORTS = {
     "html": ("to_html", ".html", "text/html"),
     "trace": ("to_chrome_trace", ".trace.json", "application/json"),
