@@ -361,3 +361,28 @@ def test_reader_flush_hands_over_rows_of_a_running_compute() -> None:
         gate.set()
         hooks.remove_listener(lst)
     assert len(lst.events) == 6
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_faulty_batched_listener_is_switched_off_and_compute_unaffected(scheduler: str) -> None:
+    class Broken(Batches):
+        def on_tasks(self, compute: Compute, batch: hooks.TaskBatch) -> None:
+            super().on_tasks(compute, batch)
+            raise RuntimeError("batch bug")
+
+    broken, good = Broken(), Batches()
+    n = 2 * hooks.BATCH + 3  # full batches are handed over mid-compute, where tasks run
+    dsk = {("t-abc12345", i): (add, i, 1) for i in range(n)}
+    hooks.add_listener(broken)
+    hooks.add_listener(good)
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            out = dask.base.named_schedulers[scheduler](dsk, list(dsk))
+    finally:
+        hooks.remove_listener(broken)
+        hooks.remove_listener(good)
+    assert list(out) == [i + 1 for i in range(n)]
+    assert len([w for w in record if "batch bug" in str(w.message)]) == 1
+    assert len(broken.sizes) == 1  # switched off after its first batch
+    assert sum(good.sizes) == n

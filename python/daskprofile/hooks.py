@@ -228,8 +228,8 @@ def _overrides(listener: Any, name: str) -> bool:
 
 
 class _Local(threading.local):
-    """Per-thread state where tasks run: the running task's ``(key, submit, start)``
-    (local mode) or ``(key, start)`` (envelope mode)."""
+    """Per-thread state: in envelope mode, the running task's ``(key, start)`` where it
+    runs (local mode keeps its tasks in :data:`worker.running` instead)."""
 
     task: tuple[Any, ...] | None = None
     raised: TaskEvent | None = None  # envelope mode, sync: a failure dask re-raised
