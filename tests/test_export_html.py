@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from dask.base import named_schedulers
 
 import daskprofile
 from daskprofile.export import _lod, to_html
-from daskprofile.export._common import natural_key, task_arrays
+from daskprofile.export._common import TaskArrays, natural_key, task_arrays
 
 TOKEN = "5f3e0c0d9a1b2c3d4e5f60718293a4b5"
 IMG = "<img src=x onerror=alert(1)>"
@@ -170,6 +171,34 @@ def test_several_runs_in_one_file(tmp_path: Path, open_offline: Any) -> None:
     assert "Run 2 of 2" in opened.page.inner_text("body")
 
 
+def _spaced_tasks(n: int, duration: float, every: float) -> TaskArrays:
+    start = np.arange(n) * every
+    return TaskArrays(
+        key_column=pd.Series([f"t-{i}" for i in range(n)]),
+        group=np.zeros(n, np.int32),
+        lane=np.zeros(n, np.int32),
+        submit=start,
+        start=start,
+        stop=start + duration,
+        error=np.zeros(n, bool),
+        error_type=np.full(n, None, object),
+        groups=["t"],
+        lanes=["thread 0"],
+    )
+
+
+def test_merge_bounded_coarsens_the_gap_until_under_the_cap() -> None:
+    arrays = _spaced_tasks(200, duration=1e-3, every=2e-3)  # 1 ms tasks, 1 ms apart
+    rows = np.arange(200)
+    fine, gap = _lod.merge_bounded(arrays, rows, 1e-4, cap=200)
+    assert (len(fine), gap) == (200, 1e-4)  # under the cap: one interval per task
+    coarse, gap = _lod.merge_bounded(arrays, rows, 1e-4, cap=10)
+    assert gap == pytest.approx(1.6e-3)  # 1e-4 * 4 * 4: the first gap wider than 1 ms
+    assert len(coarse) == 1
+    assert (coarse.count.sum(), coarse.busy.sum()) == (200, pytest.approx(0.2))
+    assert (coarse.start[0], coarse.stop[0]) == (0.0, pytest.approx(0.399))
+
+
 def test_level_of_detail_merges_short_tasks(
     tmp_path: Path, open_offline: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,7 +218,7 @@ def test_level_of_detail_merges_short_tasks(
     assert len(busy) < len(short)
     coarse, gap = _lod.merge_bounded(arrays, short, pixel, cap=10)
     assert len(coarse) <= 10
-    assert gap > pixel
+    assert gap >= pixel  # coarser only if the pixel-level merge left more than the cap
     assert coarse.count.sum() == len(short)
     path = tmp_path / "lod.html"
     to_html(run, path)
