@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 5] [--scheduler sync]
 
-One process, interleaved repeats, medians; the run history is cleared before each
+One process, interleaved repeats in rotating order, medians; the run history is cleared before each
 connect, so what is measured is live streaming, not the replay of earlier repeats' runs.
 "panel" = a panel connected through the real comm handlers (``daskprofile.jupyter.comm``)
 with a comm object that timestamps and keeps what it is given instead of writing to
@@ -177,8 +177,12 @@ def main() -> None:
     prof: list[float] = []
     cpus: list[float] = []
     stats: dict[str, float] = {}
-    for _ in range(args.repeat):
+
+    def run_bare() -> None:
         bare.append(compute(n, sched))
+
+    def run_panel() -> None:
+        nonlocal stats
         recorder.clear_history()  # steady streaming: no replay of earlier repeats' runs
         c = connect()
         time.sleep(0.3)  # samplers up, hello sent
@@ -189,8 +193,15 @@ def main() -> None:
         cpus.append(hub.publisher.cpu_time if hub is not None else float("nan"))
         stats = analyse(c, rid)
         disconnect(c)
+
+    def run_profiled() -> None:
         with daskprofile.profile(**PANEL_LIKE):
             prof.append(compute(n, sched))
+
+    order = [run_bare, run_panel, run_profiled]
+    for i in range(args.repeat):  # rotated, so no setup always follows the same other
+        for setup in order[i % 3 :] + order[: i % 3]:
+            setup()
     b, p = statistics.median(bare), statistics.median(panel)
     print(f"{n:,} trivial tasks, scheduler={sched}, median of {args.repeat}")
     print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s")

@@ -14,6 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
+from daskprofile.collectors import resources
 from daskprofile.collectors.resources import COLUMNS, ResourceCollector
 
 
@@ -152,3 +153,40 @@ def test_invalid_dt_raises_value_error_naming_dt(dt: float) -> None:
 def test_non_number_dt_raises_type_error_naming_dt(dt: object) -> None:
     with pytest.raises(TypeError, match="dt"):
         ResourceCollector(dt=dt)  # type: ignore[arg-type]
+
+
+def _spawn_tree() -> subprocess.Popen[bytes]:
+    """A child process with a grandchild, the child started from a thread that has ended."""
+    started: list[subprocess.Popen[bytes]] = []
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', " \
+        "'import time; time.sleep(30)']); time.sleep(30)"  # fmt: skip
+    forker = threading.Thread(
+        target=lambda: started.append(subprocess.Popen([sys.executable, "-c", code]))
+    )
+    forker.start()
+    forker.join()
+    return started[0]
+
+
+@pytest.mark.parametrize("proc_children", [True, False], ids=["proc-children", "scan"])
+def test_descendants_are_the_whole_tree(proc_children: bool) -> None:
+    if proc_children:
+        assert resources.PROC_CHILDREN, "this Linux lists no /proc/<pid>/task/<tid>/children"
+    child = _spawn_tree()
+    try:
+        me = psutil.Process()
+        deadline = time.monotonic() + 10
+        while len(me.children(recursive=True)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        expected = {me.pid, *(p.pid for p in me.children(recursive=True))}
+        find = resources._Descendants(me.pid)
+        find.use_proc_children = proc_children
+        tree = find()
+        assert tree[0] == me.pid
+        assert set(tree) == expected
+        assert len(tree) == len(expected) >= 3  # no pid twice; child and grandchild seen
+    finally:
+        for p in psutil.Process(child.pid).children(recursive=True):
+            p.kill()
+        child.kill()
+        child.wait()

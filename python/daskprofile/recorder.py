@@ -298,10 +298,10 @@ class profile:
         for listener in self._listeners:
             listener.errors = run.meta["errors"]
         for name, sampler in self._samplers:
-            if name == "resources":  # its first sample lists the process tree: milliseconds
-                self._starters.append(_start_in_background(run, name, sampler))
-            else:
+            if getattr(sampler, "quick_start", True):
                 _guarded(run, name, sampler.start)
+            else:  # a first sample that reads every process: overlap it with the block
+                self._starters.append(_start_in_background(run, name, sampler))
         self._wire_cluster(run)
         with _lock:
             _live.append(run)
@@ -344,9 +344,12 @@ class profile:
 def _start_in_background(run: Run, name: str, sampler: Any) -> threading.Thread:
     """Start a sampler from a short-lived thread: its first sample (listing the process
     tree takes milliseconds) then overlaps the block instead of delaying it."""
-    thread = threading.Thread(
-        target=_guarded, args=(run, name, sampler.start), name=f"daskprofile-start-{name}"
-    )
+
+    def start() -> None:
+        time.sleep(0)  # hand the GIL back: Thread.start() returns only once we let go
+        _guarded(run, name, sampler.start)
+
+    thread = threading.Thread(target=start, name=f"daskprofile-start-{name}")
     thread.daemon = True
     thread.start()
     return thread

@@ -90,22 +90,61 @@ def _read_ppid(pid: int) -> int | None:
         return None
 
 
-class _Descendants:
-    """Finds a process's descendants without reading every process of the system each time.
+#: whether the kernel lists each thread's children (Linux >= 3.5, CONFIG_PROC_CHILDREN)
+PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
-    ``psutil.Process.children(recursive=True)`` reads the parent of every process on the
-    machine (~2 ms CPU for 100 processes). Here only new pids are read; a full refresh
-    every ``refresh`` seconds catches re-parenting and reused pids.
+
+def _thread_children(pid: int) -> list[int]:
+    """Child pids of ``pid``: the union of its threads' ``/proc/.../children`` lists (a
+    child stays listed under a live thread of its parent when the thread that forked it
+    ends). A process or thread that is gone lists nothing."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(child) for child in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class _Descendants:
+    """Finds a process's descendants without reading every process of the system.
+
+    Where the kernel lists each thread's children (``/proc/<pid>/task/<tid>/children``,
+    Linux >= 3.5) only the tree itself is read: a few small files per process, whatever
+    runs beside it. Elsewhere the parent of every process is read, as
+    ``psutil.Process.children(recursive=True)`` does (~2 ms CPU for 100 processes), but
+    only for new pids, with a full refresh every ``refresh`` seconds to catch re-parenting
+    and reused pids.
     """
 
     def __init__(self, root: int, refresh: float = 5.0) -> None:
         self.root = root
         self.refresh = refresh
+        self.use_proc_children = PROC_CHILDREN
         self._ppid: dict[int, int] = {}
         self._refreshed = -math.inf
 
     def __call__(self) -> list[int]:
         """``root`` and all its descendants, ``root`` first."""
+        return self._walk() if self.use_proc_children else self._scan()
+
+    def _walk(self) -> list[int]:
+        out, todo, seen = [], [self.root], {self.root}
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            children = [c for c in _thread_children(pid) if c not in seen]
+            seen.update(children)
+            todo.extend(children)
+        return out
+
+    def _scan(self) -> list[int]:
         pids = set(psutil.pids())
         now = perf_counter()
         if now - self._refreshed > self.refresh:
@@ -196,6 +235,10 @@ class ResourceCollector:
     ``dt`` seconds between samples; at most ``max_samples`` are kept (the oldest are
     dropped and counted in ``dropped``). ``snapshot()`` and ``since()`` work while running.
     """
+
+    #: whether :meth:`start` is quick (~0.2 ms: the tree is read from ``/proc/<pid>/task``);
+    #: where it is not (every process on the machine is read), start it from a thread
+    quick_start = PROC_CHILDREN
 
     def __init__(self, dt: float = 0.1, *, max_samples: int = 100_000) -> None:
         self.dt = _check_dt(dt)
