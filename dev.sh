@@ -4,6 +4,7 @@
 #   bash dev.sh test    install everything (incl. Debian's chromium), run the whole test suite
 #   bash dev.sh setup   install everything only (.venv, editable package, built extension)
 #   bash dev.sh lint    linters only
+#   bash dev.sh screenshots  browser tests that rewrite the README's docs/images
 set -euo pipefail
 cd "$(dirname "$0")"
 REPO=$PWD
@@ -140,5 +141,6 @@ case "${1:-help}" in
   test) run_tests ;;
   setup) setup ;;
   lint) setup; rm -rf "$OUT"; mkdir -p "$OUT"; lint; echo "$PASSED passed, $FAILED failed"; [ "$FAILED" -eq 0 ] ;;
-  *) sed -n '2,6p' "$0" | sed 's/^# //'; exit 2 ;;
+  screenshots) setup; install_chromium; DASKPROFILE_UPDATE_SCREENSHOTS=1 python -m pytest ui-tests -q -p no:cacheprovider ;;
+  *) sed -n '2,7p' "$0" | sed 's/^# //'; exit 2 ;;
 esac

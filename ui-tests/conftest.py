@@ -35,7 +35,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 REPO = Path(__file__).resolve().parents[1]
-SCREENSHOTS = REPO / "docs" / "images"
+#: where screenshots go: test-output/, or the README's images with
+#: DASKPROFILE_UPDATE_SCREENSHOTS=1 (``bash dev.sh screenshots``)
+SCREENSHOTS = (
+    REPO / "docs" / "images"
+    if os.environ.get("DASKPROFILE_UPDATE_SCREENSHOTS") == "1"
+    else REPO / "test-output" / "screenshots"
+)
 
 
 def _free_port() -> int:
