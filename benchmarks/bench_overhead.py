@@ -4,8 +4,8 @@
 
 1. Per-task overhead on the threaded scheduler with N trivial tasks: bare compute, dask's
    Profiler + ResourceProfiler + CacheProfiler + ProgressBar, and ``daskprofile.profile()``
-   with everything on (tasks, resources, cache, stacks). Runs are interleaved; the median
-   of ``--repeat`` runs is reported.
+   with everything on (tasks, resources, cache, stacks). Runs are interleaved in rotating
+   order; the median of ``--repeat`` runs is reported (use a multiple of 3).
 2. Fixed cost of a profiled 1-task compute (``with`` block included), same three setups.
 """
 
@@ -87,25 +87,31 @@ def per_task(n: int, repeat: int) -> dict[str, float]:
     n = len(dsk)
     times: dict[str, list[float]] = {name: [] for name in SETUPS}
     timed(bare, dsk, keys)  # warm up pools and caches
-    for _ in range(repeat):
-        for name, setup in SETUPS.items():
-            times[name].append(timed(setup, dsk, keys))
+    for name in rotated(repeat):
+        times[name].append(timed(SETUPS[name], dsk, keys))
     return {name: statistics.median(ts) / n * 1e6 for name, ts in times.items()}
+
+
+def rotated(repeat: int) -> list[str]:
+    """Setup names, ``repeat`` rounds, each round starting one further along: no setup
+    always runs right after the same other (dask's four leave garbage, and a tracker
+    process, to whoever runs next)."""
+    names = list(SETUPS)
+    return [n for r in range(repeat) for n in names[r % len(names) :] + names[: r % len(names)]]
 
 
 def fixed_cost(repeat: int) -> dict[str, float]:
     dsk, keys = {"x": (add, 1, 2)}, ["x"]
     times: dict[str, list[float]] = {name: [] for name in SETUPS}
-    for _ in range(repeat):
-        for name, setup in SETUPS.items():
-            times[name].append(timed(setup, dsk, keys))
+    for name in rotated(repeat):
+        times[name].append(timed(SETUPS[name], dsk, keys))
     return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
     if args.tasks > 0:  # --tasks 0: only the fixed cost
