@@ -274,7 +274,21 @@ BAD = [
 ]
 
 
+CAPTURE_LOG = (
+    "import logging\n"
+    "class _Keep(logging.Handler):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.levels = []\n"
+    "    def emit(self, record):\n"
+    "        self.levels.append(record.levelname)\n"
+    "_kept = _Keep()\n"
+    "logging.getLogger('daskprofile').addHandler(_kept)"
+)
+
+
 def test_malformed_messages_get_an_error_and_the_kernel_survives(panel: Panel) -> None:
+    panel.execute(CAPTURE_LOG)
     panel.open()
     panel.wait(_has("hello"))
     for data in BAD:
@@ -285,6 +299,9 @@ def test_malformed_messages_get_an_error_and_the_kernel_survives(panel: Panel) -
     errors = panel.of("error")
     assert len(errors) == len(BAD)
     assert {e["code"] for e in errors} == {"bad-request", "unknown-run"}
+    levels = panel.execute("print(' '.join(_kept.levels))").split()
+    assert levels.count("ERROR") == len(BAD), levels  # every rejection is logged
+    assert levels.count("WARNING") == 1, levels  # the unknown type too, as a warning
     assert panel.execute("print(6 * 7)").strip() == "42"
     panel.execute(COMPUTE)
     panel.wait(_has("run_end"))
@@ -309,19 +326,56 @@ LEFTOVERS = (
 )
 
 
-def test_closing_the_last_comm_leaves_nothing_running(panel: Panel) -> None:
+def _settle(panel: Panel, expected: str) -> None:
+    deadline = time.monotonic() + 10
+    while (out := panel.execute(LEFTOVERS).strip()) != expected:
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+
+
+def _kept(panel: Panel) -> list[str]:
+    code = "from daskprofile import recorder; print(*[r.meta['id'] for r in recorder.history()])"
+    return panel.execute(code).split()
+
+
+def test_a_panel_that_comes_back_replays_what_ran_while_it_was_away(panel: Panel) -> None:
     panel.open()
     panel.wait(_has("hello"))
-    running = panel.execute(LEFTOVERS)
-    assert "daskprofile-publisher" in running
+    assert "daskprofile-publisher" in panel.execute(LEFTOVERS)
     panel.execute(COMPUTE)
     panel.wait(_has("run_end"))
     panel.close()
-    deadline = time.monotonic() + 10
-    while (out := panel.execute(LEFTOVERS).strip()) != "[] 0 True":
-        assert time.monotonic() < deadline, out
-        time.sleep(0.2)
-    # and a compute with no panel is not profiled
+    # the publisher is gone, the recorder listens on (no thread while idle)
+    _settle(panel, "[] 1 False")
+    panel.execute(COMPUTE)  # no panel: still recorded, with its samples
+    kept = _kept(panel)
+    assert len(kept) == 2
+    n_tasks, rid = _last_run(panel)
+    assert rid == kept[-1]
+    samples = "from daskprofile import recorder; print(len(recorder.history()[-1].resources))"
+    assert int(panel.execute(samples)) > 0
+    _settle(panel, "[] 1 False")  # the samplers stopped with the run
+
+    panel.log.clear()
+    panel.open()  # page reloaded, notebook switched back, panel reopened: all the same
+    panel.wait(_has("run_end", 2))
+    assert panel.of("hello")[0]["history"] == 2
+    assert {m["run"] for m in panel.of("run_end")} == set(kept)
+    _check_run_stream(panel, rid, n_tasks)
+
+    panel.execute("from daskprofile.jupyter import comm as _c; _c.shutdown()")
+    _settle(panel, "[] 0 True")
+    panel.execute(COMPUTE)  # stopped: not recorded
+    assert len(_kept(panel)) == 2
+
+
+def test_without_keep_recording_closing_the_last_comm_stops_everything(panel: Panel) -> None:
+    panel.execute("import dask; dask.config.set({'daskprofile.panel.keep-recording': False})")
+    panel.open()
+    panel.wait(_has("hello"))
     panel.execute(COMPUTE)
-    out = panel.execute("from daskprofile import recorder; print(len(recorder.history()))")
-    assert out.strip() == "1"
+    panel.wait(_has("run_end"))
+    panel.close()
+    _settle(panel, "[] 0 True")
+    panel.execute(COMPUTE)  # a compute with no panel is not profiled
+    assert len(_kept(panel)) == 1

@@ -17,9 +17,9 @@ from daskprofile.jupyter.feed import decimate
 from daskprofile.jupyter.publisher import Connection
 
 
-def _tasks(n: int) -> encode.Message:
+def _tasks(n: int, run: str = "r") -> encode.Message:
     cols = {c: np.zeros(n) for c, _ in encode.COLUMNS["tasks"]}
-    return encode.table("tasks", "r", cols, first=0)
+    return encode.table("tasks", run, cols, first=0)
 
 
 def test_full_outbox_drops_the_oldest_data_batches_and_counts_them() -> None:
@@ -29,9 +29,17 @@ def test_full_outbox_drops_the_oldest_data_batches_and_counts_them() -> None:
     kinds = [d["type"] for d, _ in conn.outbox]
     assert kinds == ["run_start", "tasks", "tasks"]  # structure is never dropped
     assert [d.get("n") for d, _ in conn.outbox] == [None, 30, 40]
-    assert (conn.dropped_messages, conn.dropped_rows) == (2, 30)
-    assert conn.dropped_dirty
-    assert conn.dropped_run == "r"
+    assert conn.dropped == {"r": [2, 30]}
+    assert conn.dropped_dirty == {"r"}
+
+
+def test_drops_are_counted_for_the_run_they_belong_to() -> None:
+    conn = Connection(comm=None, max_queue=2, rate=20)
+    conn.push([_tasks(1, "a"), _tasks(2, "a"), _tasks(4, "b"), _tasks(8, "b")])
+    assert conn.dropped == {"a": [2, 3]}
+    conn.push([_tasks(16, "b")])
+    assert conn.dropped == {"a": [2, 3], "b": [1, 4]}
+    assert conn.dropped_dirty == {"a", "b"}
 
 
 def test_rate_tokens_refill_up_to_a_small_burst() -> None:
@@ -105,3 +113,82 @@ def test_rows_of_a_running_compute_reach_the_panel_before_it_ends() -> None:
         worker.join()
         comm.close_cb({})
         dpcomm.shutdown()
+
+
+def _profiled_compute(n: int) -> str:
+    import daskprofile
+
+    dsk: dict[Any, Any] = {("inc-abc12345", i): (add, i, 1) for i in range(n)}
+    dsk["total-abc12345"] = (sum, [("inc-abc12345", i) for i in range(n)])
+    with daskprofile.profile(resources=False, cache=False, stacks=False) as run:
+        dask.get(dsk, "total-abc12345")
+    return str(run.meta["id"])
+
+
+def _wait_for(cond: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cond(), "timed out"
+
+
+def test_a_panel_that_cannot_keep_up_loses_counted_rows_of_the_right_runs() -> None:
+    """Runs finish faster than 20 messages/s can carry: the oldest data batches are
+    dropped, each run's ``dropped`` count plus the rows it received is its whole table,
+    and no run's structure (start, end) is lost."""
+    from daskprofile.jupyter.publisher import Publisher
+
+    publisher = Publisher(rate=20, tick=0.05, max_queue=6)
+    comm = _RecordingComm()
+    publisher.start()
+    try:
+        publisher.attach(comm)
+        ids = [_profiled_compute(30 + i) for i in range(30)]
+        ended = lambda: {m["run"] for m in list(comm.sent) if m["type"] == "run_end"}  # noqa: E731
+        _wait_for(lambda: set(ids) <= ended())
+        _wait_for(lambda: not any(c.dropped_dirty for c in publisher.connections.values()))
+    finally:
+        publisher.stop()
+    sent = [m for m in comm.sent if m.get("run") in ids]
+    dropped = {m["run"]: m["rows"] for m in sent if m["type"] == "dropped"}  # last wins
+    assert dropped, "nothing was dropped: the test did not overflow the outbox"
+    for i, rid in enumerate(ids):
+        kinds = [m["type"] for m in sent if m["run"] == rid]
+        assert kinds[0] == "run_start", kinds
+        assert set(kinds[kinds.index("run_end") + 1 :]) <= {"dropped"}, kinds
+        received = sum(m["n"] for m in sent if m["run"] == rid and m["type"] == "tasks")
+        assert received + dropped.get(rid, 0) == 31 + i, (rid, received, dropped.get(rid))
+
+
+class _StuckComm(_RecordingComm):
+    """A frontend that stopped reading: ``send`` blocks until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
+        self.entered.set()
+        self.release.wait(30)
+        super().send(data, buffers)
+
+
+def test_a_stuck_frontend_never_holds_up_a_compute() -> None:
+    from daskprofile.jupyter.publisher import Publisher
+
+    publisher = Publisher(rate=20, tick=0.05, max_queue=6)
+    comm = _StuckComm()
+    publisher.start()
+    try:
+        publisher.attach(comm)
+        assert comm.entered.wait(10)  # the sender thread is now stuck in send (the hello)
+        rid = _profiled_compute(2000)  # would hang here if the compute waited on the panel
+        assert not comm.release.is_set()
+        comm.release.set()
+        _wait_for(lambda: any(m["type"] == "run_end" and m["run"] == rid for m in comm.sent))
+    finally:
+        comm.release.set()
+        publisher.stop()
+    rows = sum(m["n"] for m in comm.sent if m["type"] == "tasks" and m["run"] == rid)
+    assert rows == 2001

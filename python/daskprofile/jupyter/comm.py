@@ -3,9 +3,12 @@
 The lab panel registers the target with silent code (:func:`register_target`), then opens
 a comm whose data is its ``hello``. This module checks the protocol version, answers the
 hello (through the publisher, so the answer precedes the replay of the kept runs), and
-routes the panel's requests. While at least one panel is connected, a
-:class:`~.session.PanelSession` profiles every dask compute and a
-:class:`~.publisher.Publisher` streams runs; both stop when the last comm closes.
+routes the panel's requests. Once a panel has connected, a :class:`~.session.PanelSession`
+profiles every dask compute, and while at least one is connected a
+:class:`~.publisher.Publisher` streams runs. When the last comm closes the publisher
+stops; the session goes on recording (``daskprofile.panel.keep-recording``, no thread
+while idle) so a panel that comes back replays what ran meanwhile: page reloaded,
+notebook switched away and back, panel reopened. :func:`shutdown` stops both.
 
 Handlers are thread-safe (with kernel subshells, messages can arrive on another thread
 while a cell runs) and never raise into the kernel on malformed input: they log it and
@@ -81,6 +84,7 @@ class Hub:
         )
 
     def start(self) -> None:
+        """Stream (again) and record (idempotent)."""
         self.publisher.start()
         if self.session is not None:
             self.session.start()
@@ -89,6 +93,10 @@ class Hub:
         if self.session is not None:
             self.session.stop()
         self.publisher.stop()
+
+    @property
+    def recording(self) -> bool:
+        return self.session is not None and self.session.started
 
 
 _hub: Hub | None = None
@@ -132,7 +140,7 @@ def _on_open(comm: Any, open_msg: dict[str, Any]) -> None:
         with _lock:
             if _hub is None:
                 _hub = Hub()
-                _hub.start()
+            _hub.start()
             conn = _hub.publisher.attach(comm)
         comm.on_msg(lambda msg: _on_msg(conn, msg))
         comm.on_close(lambda msg: _on_close(comm.comm_id))
@@ -159,21 +167,33 @@ def _on_msg(conn: Any, msg: Any) -> None:
 
 
 def _on_close(comm_id: str) -> None:
-    """A panel went away; the last one stops the publisher and the auto session."""
+    """A panel went away; the last one stops the publisher (and, unless
+    ``daskprofile.panel.keep-recording``, the auto session)."""
     global _hub
     try:
+        from .session import panel_config
+
         with _lock:
             current = _hub
             if current is None or not current.publisher.detach(comm_id):
                 return
-            _hub = None
-        current.stop()
+            keep = current.recording and bool(panel_config("keep-recording"))
+            if not keep:
+                _hub = None
+            # under the lock: a panel opening meanwhile restarts a stopped publisher
+            if keep:
+                current.publisher.stop()
+            else:
+                current.stop()
     except Exception:
         log.exception("daskprofile: error closing the panel's comm")
 
 
 def shutdown() -> None:
-    """Stop streaming and profiling as if every panel had closed (tests, kernel exit)."""
+    """Stop streaming and recording for the panel, leaving no thread or hook behind.
+
+    Panels that connect later start both again.
+    """
     global _hub
     with _lock:
         current, _hub = _hub, None

@@ -69,10 +69,12 @@ class Connection:
     outbox: deque[encode.Message] = field(default_factory=deque)
     replays: deque[Iterator[encode.Message]] = field(default_factory=deque)
     stale: set[str] = field(default_factory=set)
-    dropped_messages: int = 0
-    dropped_rows: int = 0
-    dropped_run: str | None = None
-    dropped_dirty: bool = False
+    #: runs replayed whole at the last greeting (live messages for them are not needed)
+    replayed: set[str] = field(default_factory=set)
+    #: per run: [messages, rows] dropped so far for this panel
+    dropped: dict[str | None, list[int]] = field(default_factory=dict)
+    #: runs whose counts changed since the last ``dropped`` message
+    dropped_dirty: set[str | None] = field(default_factory=set)
     tokens: float = 0.0
     refilled: float = field(default_factory=perf_counter)
     sent: int = 0
@@ -94,10 +96,11 @@ class Connection:
         for i, (data, _) in enumerate(self.outbox):
             if data.get("type") in DROPPABLE:
                 del self.outbox[i]
-                self.dropped_messages += 1
-                self.dropped_rows += int(data.get("n", 0) or 0)
-                self.dropped_run = data.get("run", run)
-                self.dropped_dirty = True
+                owner = data.get("run", run)
+                counts = self.dropped.setdefault(owner, [0, 0])
+                counts[0] += 1
+                counts[1] += int(data.get("n", 0) or 0)
+                self.dropped_dirty.add(owner)
                 return True
         return False
 
@@ -122,6 +125,8 @@ class Publisher:
         self.find_sources = sources or live_sources
         self.lock = threading.RLock()
         self.connections: dict[str, Connection] = {}
+        #: attached, not yet joined by the sender thread
+        self.pending: dict[str, Connection] = {}
         self.feeds: dict[str, Feed] = {}
         self.titles: dict[str, str | None] = {}
         self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
@@ -173,26 +178,42 @@ class Publisher:
 
     # ------------------------------------------------------------ connections
     def attach(self, comm: Any) -> Connection:
-        """A panel said hello: answer, replay the kept runs, then stream live."""
+        """A panel said hello: answer, replay the kept runs, then stream live.
+
+        The connection joins the fan-out on the sender thread, in the same step that
+        snapshots what it must catch up on, so no run reaches it twice or not at all.
+        """
         conn = Connection(comm, self.max_queue, self.rate)
         with self.lock:
-            self.connections[comm.comm_id] = conn
-        self.post(lambda: self._greet(conn))
+            self.pending[comm.comm_id] = conn
+        self.post(lambda: self._join(conn))
         return conn
 
     def detach(self, comm_id: str) -> bool:
         """Forget a panel; returns whether it was the last one."""
         with self.lock:
+            self.pending.pop(comm_id, None)
             self.connections.pop(comm_id, None)
-            return not self.connections
+            return not self.connections and not self.pending
+
+    def _join(self, conn: Connection) -> None:
+        with self.lock:
+            if self.pending.pop(conn.comm.comm_id, None) is None:
+                return  # closed before it joined
+            self.connections[conn.comm.comm_id] = conn
+        self._greet(conn)
 
     def _greet(self, conn: Connection) -> None:
+        """Hello, then every live run caught up and every kept run replayed (sender thread)."""
         kept = recorder.history()
         conn.outbox.appendleft(_hello(conn.paused, len(kept)))
         for feed in list(self.feeds.values()):
             conn.outbox.extend(feed.catch_up())
+        # a kept run without a feed may still have its start/end queued behind this job
+        conn.replayed = {_run_id(run) for run in kept} - set(self.feeds)
         for run in kept:
-            conn.replays.append(self._replay(run))
+            if _run_id(run) in conn.replayed:
+                conn.replays.append(self._replay(run))
 
     def _replay(self, run: Run) -> Iterator[encode.Message]:
         feed = Feed(run, frozen_sources(run), self.titles.get(_run_id(run), _title(run)))
@@ -241,6 +262,8 @@ class Publisher:
         with self.lock:
             connections = list(self.connections.values())
         for conn in connections:
+            if run in conn.replayed:
+                continue
             if conn.paused:
                 conn.stale.add(run)
             else:
@@ -303,11 +326,14 @@ class Publisher:
         now = perf_counter()
         conn.refill(now)
         if conn.dropped_dirty and conn.tokens >= 1:
-            conn.dropped_dirty = False
-            conn.tokens -= 1
-            self._send(
-                conn, encode.dropped(conn.dropped_run, conn.dropped_messages, conn.dropped_rows)
-            )
+            # a notice follows its run's start (still queued when the drop was early)
+            starting = {d.get("run") for d, _ in conn.outbox if d.get("type") == "run_start"}
+            for run in sorted(conn.dropped_dirty - starting, key=str):
+                if conn.tokens < 1:
+                    break
+                conn.dropped_dirty.discard(run)
+                conn.tokens -= 1
+                self._send(conn, encode.dropped(run, *conn.dropped[run]))
         while conn.outbox and conn.tokens >= 1:
             message = conn.outbox.popleft()
             conn.tokens -= _cost(message)
@@ -347,12 +373,13 @@ class Publisher:
             "keys": self._req_keys,
             "export": self._req_export,
         }.get(kind if isinstance(kind, str) else "")
-        if handler is None:
-            log.debug("daskprofile: ignoring unknown request type %r", kind)
+        if handler is None:  # maybe from a newer panel of the same major version
+            log.warning("daskprofile: ignoring unknown panel request type %r", kind)
             return
         try:
             handler(conn, data)
         except BadRequest as exc:
+            log.error("daskprofile: rejected a panel request (%s): %s", exc.code, exc)
             self.reply(conn, encode.error(exc.code, str(exc), kind))
 
     def reply(self, conn: Connection, message: encode.Message) -> None:

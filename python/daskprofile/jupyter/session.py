@@ -3,15 +3,17 @@
 The panel connects with no user code, so :class:`PanelSession` records every outermost
 dask compute that no explicit ``daskprofile.profile()`` block is recording. One run spans
 the computes of one notebook cell (or one compute outside a cell); its title is the cell's
-source. Task and cache collectors are fresh per run; the resource and stack samplers run
-for the session's lifetime (modest rates, ``daskprofile.panel.*`` in dask's config) and
-each run reads its time slice of them. Runs join the recorder's history like any other,
-so the publisher streams and replays them the same way. :meth:`PanelSession.stop` leaves
-no listener, sampler thread or IPython callback behind.
+source. Task and cache collectors are fresh per run; the resource and stack samplers
+(modest rates, ``daskprofile.panel.*`` in dask's config) run while a run is open, so an
+idle kernel has no sampler thread, and each run reads its time slice of them. Runs join
+the recorder's history like any other, so the publisher streams and replays them the same
+way. :meth:`PanelSession.stop` leaves no listener, sampler thread or IPython callback
+behind.
 
 Settings (dask config, defaults in ``DEFAULTS``)::
 
     daskprofile.panel.auto              profile every compute while a panel is connected
+    daskprofile.panel.keep-recording    go on after the last panel leaves (it may come back)
     daskprofile.panel.tasks / .cache    collect task rows / cache occupancy
     daskprofile.panel.resources.dt      resource sampling period (None/false: off)
     daskprofile.panel.stacks.interval   stack sampling period (None/false: off)
@@ -47,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "daskprofile": {
         "panel": {
             "auto": True,
+            "keep-recording": True,
             "tasks": True,
             "cache": True,
             "resources": {"dt": "200ms"},
@@ -108,17 +111,15 @@ class PanelSession(Listener):
         self._in_cell = False
         self._title: str | None = None
         self._ipython: Any = None
+        self._open_runs = 0
         self.started = False
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Start the samplers, listen to computes and to IPython cells."""
+        """Listen to computes and to IPython cells."""
         if self.started:
             return
         self.started = True
-        for sampler in (self.resources, self.stacks):
-            if sampler is not None:
-                sampler.start()
         hooks.add_listener(self)
         self._ipython = _ipython()
         if self._ipython is not None:
@@ -144,9 +145,15 @@ class PanelSession(Listener):
             self._computes.clear()
         if bundle is not None:
             self._close(bundle)
+        with self.lock:
+            self._open_runs = 0
+            self._samplers(False)
+
+    def _samplers(self, on: bool) -> None:
+        """Start or stop the samplers (caller holds the lock)."""
         for sampler in (self.resources, self.stacks):
             if sampler is not None:
-                sampler.stop()
+                sampler.start() if on else sampler.stop()
 
     def sources(self, run: Run) -> Sources | None:
         """Readers of one of this session's runs (None if the run is not ours)."""
@@ -235,6 +242,9 @@ class PanelSession(Listener):
             run.attach("cache", cache.snapshot)
             sources.cache = live_table(cache.since)
         self._slice_samplers(run, sources)
+        self._open_runs += 1
+        if self._open_runs == 1:
+            self._samplers(True)  # after slicing: the first sample is this run's
         self._by_run[str(run.meta["id"])] = sources
         recorder.add_live(run)
         return bundle
@@ -263,6 +273,10 @@ class PanelSession(Listener):
         """End a run: freeze it, keep it in the recorder's history, notify."""
         run = bundle.run
         run.meta["t1"] = perf_counter()
+        with self.lock:
+            self._open_runs = max(0, self._open_runs - 1)
+            if self._open_runs == 0:
+                self._samplers(False)  # with a last sample of the end state
         bundle.totals = _totals(bundle)
         run.finish(run.meta["t1"], {"stacks": 0})
         recorder.finish_live(run)
