@@ -379,3 +379,29 @@ def test_without_keep_recording_closing_the_last_comm_stops_everything(panel: Pa
     _settle(panel, "[] 0 True")
     panel.execute(COMPUTE)  # a compute with no panel is not profiled
     assert len(_kept(panel)) == 1
+
+
+MANY = (
+    "import dask\n"
+    "from operator import add\n"
+    "dsk = {('inc-3f2a9c', i): (add, i, 1) for i in range(20_000)}\n"
+    "dsk['total-3f2a9c'] = (sum, [('inc-3f2a9c', i) for i in range(20_000)])\n"
+    "print(dask.get(dsk, 'total-3f2a9c'))"
+)
+
+
+def test_bytes_per_task_on_the_wire(panel: Panel) -> None:
+    """The issue's budget, <= 32 B/task at steady state, counted as the frames arrive."""
+    panel.open()
+    panel.wait(_has("hello"))
+    panel.execute(MANY)
+    panel.wait(_has("run_end"))
+    n_tasks, rid = _last_run(panel)
+    assert n_tasks == 20_001
+    run = [m for m in panel.log if m.get("run") == rid]
+    rows = [m for m in run if m["type"] == "tasks"]
+    assert sum(m["n"] for m in rows) == n_tasks
+    per_task = sum(m["_wire"] for m in rows) / n_tasks  # ~17 B here
+    everything = sum(m["_wire"] for m in run) / n_tasks  # cache, progress, resources too
+    assert per_task <= 32, per_task
+    assert everything <= 32, everything

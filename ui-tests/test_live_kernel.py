@@ -73,16 +73,24 @@ def _wait_or_explain(page: Any, predicate: str, timeout: float = SLOW) -> None:
         raise AssertionError(f"{exc}\npanel states: {states}\nstream rects: {rects}") from exc
 
 
-def _pixels_drawn(page: Any) -> dict[str, dict[str, Any]]:
+def _blank(page: Any) -> dict[str, float]:
+    """How much of each canvas an empty panel fills (axes, grid, labels)."""
+    return {sel: float(canvas_stats(page, sel)["filled"]) for sel in (STREAM, LINES, FLAME)}
+
+
+def _pixels_drawn(page: Any, blank: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Each canvas has clearly more drawn on it than when the panel was empty."""
     stats = {sel: canvas_stats(page, sel) for sel in (STREAM, LINES, FLAME)}
     for sel, s in stats.items():
-        assert s["filled"] > 0.01, (sel, s)
+        assert s["filled"] > blank[sel] + 0.02, (sel, s, blank[sel])
     return stats
 
 
 def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, capsys: Any) -> None:
     _connected(page, lab, "live.ipynb", "live")
     widen_panel(page, 800)
+    page.wait_for_function(f"() => document.querySelector('{STREAM}').width > 0")
+    blank = _blank(page)
     record_panel(page)
     cell = submit_code(page, MATMUL)
 
@@ -97,7 +105,7 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
                 && Number(document.querySelector('{STREAM}').dataset.rects) > 0;
         }}""",
     )
-    live = _pixels_drawn(page)
+    live = _pixels_drawn(page, blank)
     live_state = {k: panel_data(page, k) for k in ("tasks", "resources", "flame-nodes")}
 
     out = wait_cell_done(cell, SLOW)
@@ -110,7 +118,7 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
     assert panel_data(page, "run") == run_id
     assert panel_data(page, "runs") == "1"
     assert f"{n:,}" in page.locator(".jp-DaskProfile-runBar").inner_text()
-    final = _pixels_drawn(page)
+    final = _pixels_drawn(page, blank)
 
     log = panel_log(page)
     first_rows = first_time(log, lambda s: int(s.get("tasks") or 0) > 0)
@@ -151,7 +159,7 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
     assert int(panel_data(page, "resources")) > 0
     wait_data(page, "flame-nodes", "Number(v) > 0")
     page.wait_for_function(f"() => Number(document.querySelector('{STREAM}').dataset.rects) > 0")
-    _pixels_drawn(page)
+    _pixels_drawn(page, blank)
     assert not [e for e in page.console_errors if "daskprofile" in e]
     assert time.time() > t_done
     # the page before the reload closed its comm: the kernel streams to one panel only
@@ -282,12 +290,14 @@ def test_demo_run_screenshots_light_and_dark(page: Any, lab: Any, screenshots: A
     page.set_viewport_size({"width": 1600, "height": 1000})
     _connected(page, lab, "demo.ipynb", "demo")
     widen_panel(page, 960)
+    page.wait_for_function(f"() => document.querySelector('{STREAM}').width > 0")
+    blank = _blank(page)
     run_code(page, DEMO, timeout=900_000)
     wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
     wait_data(page, "flame-nodes", "Number(v) > 5")
     page.wait_for_function(f"() => Number(document.querySelector('{STREAM}').dataset.rects) > 0")
     wait_data(page, "theme", "v === 'light'")
-    light = _pixels_drawn(page)
+    light = _pixels_drawn(page, blank)
     assert light[STREAM]["colors"] >= 4, light
     assert light[LINES]["luminance"] > 0.7, light
     page.keyboard.press("Escape")  # command mode: no cursor in the picture
