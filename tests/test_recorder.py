@@ -26,6 +26,32 @@ def test_defaults_from_dask_config() -> None:
     assert daskprofile.profile(interval="20ms").options.interval == pytest.approx(0.02)
 
 
+FIRST_USE_IN_A_CONFIG_BLOCK = """
+import dask, daskprofile
+with dask.config.set({"daskprofile.stacks.interval": "5ms"}):
+    with daskprofile.profile(resources=False) as run:  # the first use: defaults load here
+        dask.delayed(sum)([1, 2]).compute()
+    print(run.meta["options"]["interval"])
+with daskprofile.profile(resources=False) as run:  # the block's exit took the defaults
+    dask.delayed(sum)([1, 2]).compute()
+print(run.meta["options"]["interval"], len(run.tasks), dask.config.get("daskprofile.history"))
+"""
+
+
+def test_first_use_inside_a_config_block_leaves_the_defaults_in_place() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_USE_IN_A_CONFIG_BLOCK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    assert out == ["0.005", "0.01", "1", "8"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "exc", "name"),
     [

@@ -28,12 +28,33 @@ DEFAULTS: dict[str, Any] = {
     }
 }
 
-dask.config.update_defaults(DEFAULTS)
+_registered: list[dict[str, Any]] = []
+_MISSING = object()
+
+
+def register_defaults(defaults: dict[str, Any]) -> None:
+    """Merge ``defaults`` into dask's config (user settings win) and remember them."""
+    _registered.append(defaults)
+    dask.config.update_defaults(defaults)
 
 
 def config(name: str) -> Any:
-    """The current value of ``daskprofile.<name>`` in dask's config."""
-    return dask.config.get(f"daskprofile.{name}")
+    """The current value of ``daskprofile.<name>`` in dask's config.
+
+    Defaults registered while a ``dask.config.set`` block was open are removed with the
+    block's own keys when it exits (dask restores the config it saw on entry); they are
+    merged back here, so a first ``profile()`` made inside such a block breaks nothing.
+    """
+    key = f"daskprofile.{name}"
+    value = dask.config.get(key, default=_MISSING)
+    if value is _MISSING:
+        for defaults in _registered:
+            dask.config.update(dask.config.config, defaults, priority="old")
+        value = dask.config.get(key)
+    return value
+
+
+register_defaults(DEFAULTS)
 
 
 def duration(name: str, value: Any) -> float:

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-import dask.config
 import numpy as np
 
 from .. import hooks, recorder
@@ -41,7 +40,7 @@ from ..collectors.cache import CacheCollector
 from ..collectors.tasks import TaskCollector
 from ..hooks import Compute, Listener, TaskBatch
 from ..keys import task_group
-from ..options import config, duration
+from ..options import config, duration, register_defaults
 from ..run import Run
 from .feed import Sources, live_table, live_tasks
 
@@ -61,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
         }
     }
 }
-dask.config.update_defaults(DEFAULTS)
+register_defaults(DEFAULTS)
 
 _ids = iter(range(1, 1 << 62))
 
