@@ -34,7 +34,9 @@ STALE = (  # runs the kernel holds back for the (only) paused panel
     "from daskprofile.jupyter import comm as _c; "
     "print('STALE', *sorted(c.stale for c in _c.hub().publisher.connections.values())[0])"
 )
-BOKEH_IDLE = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
+BOKEH_IDLE = (
+    "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
+)
 
 
 def _run(page: Any, name: str, n: int) -> str:
