@@ -128,12 +128,16 @@ def main() -> None:
             f"  overhead ratio daskprofile / dask's four: {our_oh / dask_oh:.2f}x (target <= 0.5x)"
         )
 
-    ms = fixed_cost(max(5, args.repeat * 3))
-    print("fixed cost of a profiled 1-task compute (with block included), median")
+    rounds = max(15, args.repeat * 5)
+    ms = fixed_cost(rounds)
+    print(f"fixed cost of a profiled 1-task compute (with block included), median of {rounds}")
     for name, v in ms.items():
         print(f"  {name:24s} {v:8.2f} ms  (+{v - ms['bare']:.2f} ms over bare)")
-    ratio = (ms["daskprofile"] - ms["bare"]) / (ms["dask's four"] - ms["bare"])
-    print(f"  fixed-cost ratio daskprofile / dask's four: {ratio:.3f}x (target: <= 5 ms)")
+    ours_ms = ms["daskprofile"] - ms["bare"]
+    ratio = ours_ms / (ms["dask's four"] - ms["bare"])
+    verdict = "met" if ours_ms <= 5 else "MISSED (a loaded machine inflates this: rerun idle)"
+    print(f"  daskprofile fixed cost +{ours_ms:.2f} ms: target <= 5 ms {verdict}")
+    print(f"  fixed-cost ratio daskprofile / dask's four: {ratio:.3f}x")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The autouse fixture checks, after each test, that no thread was left behind (dask's own
 thread pools excepted; a short grace lets joins finish), no child process remains, dask's
-``get_async`` bindings are the originals again and no callback is registered.
+``get_async`` bindings are the originals again, no callback (ours or dask's) is registered
+and Python's switch interval is as it was.
 """
 
 from __future__ import annotations
@@ -67,46 +68,61 @@ def _leftovers(before: set[threading.Thread]) -> tuple[list[threading.Thread], s
         time.sleep(0.02)
 
 
-def _hooks_state() -> tuple[bool, int, int]:
-    import dask.local
+def _hooks_state() -> tuple[list[str], int, int]:
+    """Modules whose ``get_async`` is still patched, our listeners, callbacks (ours + dask's)."""
+    import dask.callbacks
 
     from daskprofile import hooks
     from daskprofile.callbacks import Callback
 
-    original = dask.local.get_async is hooks.original_get_async
-    return original, len(hooks.listeners()), len(Callback.active)
+    patched = [
+        name
+        for name in hooks._MODULES
+        if (module := sys.modules.get(name)) is not None
+        and getattr(module, "get_async", hooks.original_get_async) is not hooks.original_get_async
+    ]
+    callbacks = len(Callback.active) + len(dask.callbacks.Callback.active)
+    return patched, len(hooks.listeners()), callbacks
 
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind() -> Iterator[None]:
-    """After the test: no new thread, no child process, no hook, no registered callback."""
+    """After the test: no new thread, no child process, no hook, no registered callback
+    (ours or dask's), Python's switch interval as it was."""
     before = set(threading.enumerate())
+    switch = sys.getswitchinterval()
     yield
     threads, children = _leftovers(before)
-    original, listeners, callbacks = _hooks_state()
+    patched, listeners, callbacks = _hooks_state()
     problems = []
     if threads:
         problems.append(f"threads left running: {threads}")
     if children:
         problems.append(f"child processes left: {sorted(children)}")
-    if not original:
-        problems.append("dask.local.get_async is still patched")
+    if patched:
+        problems.append(f"get_async still patched in {patched}")
     if listeners:
         problems.append(f"{listeners} hook listener(s) still registered")
     if callbacks:
         problems.append(f"{callbacks} callback(s) still registered")
+    if sys.getswitchinterval() != switch:
+        problems.append(f"switch interval left at {sys.getswitchinterval()} (was {switch})")
     if problems:
-        _cleanup()
+        _cleanup(switch)
         pytest.fail("; ".join(problems))
 
 
-def _cleanup() -> None:
+def _cleanup(switch: float) -> None:
+    import dask.callbacks
+
     from daskprofile import hooks
     from daskprofile.callbacks import Callback
 
     Callback.active.clear()
+    dask.callbacks.Callback.active.clear()
     for listener in hooks.listeners():
         hooks.remove_listener(listener)
+    sys.setswitchinterval(switch)
 
 
 # -- Chromium with the network refused (HTML snapshots, figures) --------------------------

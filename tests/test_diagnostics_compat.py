@@ -13,8 +13,13 @@ from __future__ import annotations
 import importlib.util
 import re
 import types
+from operator import add
 from pathlib import Path
 from typing import Any
+
+import dask
+import pytest
+from dask.callbacks import Callback as DaskCallback
 
 import daskprofile
 
@@ -71,3 +76,74 @@ def test_imports_point_at_daskprofile() -> None:
 
 globals().update(collect("test_profiler.py", "dask_profiler"))
 globals().update(collect("test_progress.py", "dask_progress"))
+
+
+# -- custom callbacks, side by side with dask's own ----------------------------------------
+CHAIN = {"a": 1, "b": (add, "a", 1), "c": (add, "b", "a")}
+
+
+def _logging_callback(base: type) -> Any:
+    """A user's callback written against ``base``: every hook logs what it was given."""
+
+    class Logging(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            self.log: list[tuple[Any, ...]] = []
+
+        def _start(self, dsk: Any) -> None:
+            self.log.append(("start", sorted(dsk)))
+
+        def _start_state(self, dsk: Any, state: Any) -> None:
+            self.log.append(("start_state", sorted(state), sorted(state["ready"])))
+
+        def _pretask(self, key: Any, dsk: Any, state: Any) -> None:
+            self.log.append(("pretask", key, sorted(state["running"])))
+
+        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+            self.log.append(("posttask", key, result, type(worker_id).__name__))
+
+        def _finish(self, dsk: Any, state: Any, errored: bool) -> None:
+            self.log.append(("finish", sorted(state["finished"]), errored))
+
+    return Logging
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_subclassed_callback_sees_what_dasks_sees(scheduler: str) -> None:
+    logs = []
+    for base in (DaskCallback, daskprofile.Callback):
+        callback = _logging_callback(base)()
+        with callback:
+            assert dask.get(CHAIN, "c", scheduler=scheduler) == 3
+        logs.append(callback.log)
+    assert logs[1] == logs[0]
+    assert [e[0] for e in logs[1]] == ["start", "start_state"] + ["pretask", "posttask"] * 2 + [
+        "finish"
+    ]
+
+
+def test_keyword_callbacks_and_registration_like_dasks() -> None:
+    seen: list[Any] = []
+    callback = daskprofile.Callback(
+        start=lambda dsk: seen.append("start"),
+        start_state=lambda dsk, state: seen.append("start_state"),
+        pretask=lambda key, dsk, state: seen.append(("pre", key)),
+        posttask=lambda key, result, dsk, state, worker: seen.append(("post", key, result)),
+        finish=lambda dsk, state, errored: seen.append(("finish", errored)),
+    )
+    callback.register()
+    try:
+        assert dask.get(CHAIN, "c") == 3
+    finally:
+        callback.unregister()
+    assert seen == [
+        "start",
+        "start_state",
+        ("pre", "b"),
+        ("post", "b", 2),
+        ("pre", "c"),
+        ("post", "c", 3),
+        ("finish", False),
+    ]
+    dask.get(CHAIN, "c")
+    assert len(seen) == 7  # unregistered: called no more

@@ -180,7 +180,17 @@ def test_user_callback_exception_does_not_fail_compute() -> None:
     assert any("oops" in str(w.message) for w in record)
 
 
+def _warm_default_pool() -> None:
+    """Start every thread of dask's default pool. A Ctrl-C that lands while the pool starts
+    a thread orphans it (not yet in the pool's list: never told to stop, it would hold up
+    the interpreter's exit): a real pool mishap, not what these tests are about."""
+    gate = threading.Barrier(dask.threaded.CPU_COUNT, timeout=10)
+    parts = [dask.delayed(gate.wait)(dask_key_name=f"warm-{i}") for i in range(gate.parties)]
+    dask.compute(*parts, scheduler="threads")
+
+
 def test_keyboard_interrupt_mid_compute_leaves_nothing_behind() -> None:
+    _warm_default_pool()
     started = threading.Event()
 
     def interrupt_main(x: int) -> int:
@@ -201,6 +211,28 @@ def test_keyboard_interrupt_mid_compute_leaves_nothing_behind() -> None:
     assert originals()
     assert not Callback.active
     # the conftest fixture checks threads, processes and hooks once the test returns
+
+
+def _interrupt_parent(x: int, parent: int) -> int:
+    if x == 0:
+        os.kill(parent, signal.SIGINT)
+    time.sleep(0.5)
+    return x
+
+
+def test_keyboard_interrupt_mid_compute_on_processes_leaves_nothing_behind() -> None:
+    """Ctrl-C in the kernel while worker processes run: the pool, the samplers inside the
+    workers and every hook are gone (the conftest fixture checks once the test returns)."""
+    parts = [dask.delayed(_interrupt_parent)(i, os.getpid()) for i in range(4)]
+    with (
+        pytest.raises(KeyboardInterrupt),
+        daskprofile.profile(dt=0.01, interval=0.005) as run,
+        daskprofile.ProgressBar(out=None),
+    ):
+        dask.compute(*parts, scheduler="processes", num_workers=2)
+    assert run.finished
+    assert originals()
+    assert not Callback.active
 
 
 def test_keyboard_interrupt_raised_by_task_propagates_sync() -> None:
@@ -386,3 +418,59 @@ def test_faulty_batched_listener_is_switched_off_and_compute_unaffected(schedule
     assert len([w for w in record if "batch bug" in str(w.message)]) == 1
     assert len(broken.sizes) == 1  # switched off after its first batch
     assert sum(good.sizes) == n
+
+
+def _spin(x: int) -> int:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.03:
+        pass
+    return x
+
+
+def _fail_after(calls: int, original: Any) -> Any:
+    """``original`` until it has been called ``calls`` times, then raising."""
+    count = [0]
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        if count[0] > calls:
+            raise RuntimeError("collector bug")
+        return original(*args, **kwargs)
+
+    return method
+
+
+@pytest.mark.parametrize("collector", ["tasks", "cache", "resources", "stacks"])
+def test_a_collector_failing_mid_run_is_switched_off_once(
+    collector: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each collector raising during a 40-task run: the result is unchanged, exactly one
+    warning names it, the run records one error for it, the others go on."""
+    from daskprofile.collectors import cache, resources, stacks, tasks
+
+    target = {  # (class, method, calls that succeed); rows come in one batch here
+        "tasks": (tasks.TaskCollector, "on_tasks", 0),
+        "cache": (cache.CacheCollector, "on_tasks", 0),
+        "resources": (resources._Tree, "sample", 2),
+        "stacks": (stacks._Sampler, "sample", 2),
+    }
+    label = {"resources": "resource sampler", "stacks": "stack sampler"}.get(collector, collector)
+    owner, method, calls = target[collector]
+    monkeypatch.setattr(owner, method, _fail_after(calls, getattr(owner, method)))
+    parts = [dask.delayed(_spin)(i) for i in range(40)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with daskprofile.profile(dt=0.01, interval=0.005) as run:
+            # one task at a time: samples keep coming after a sampler's failure
+            out = dask.compute(*parts, scheduler="threads", num_workers=1)
+    assert out == tuple(range(40))
+    mine = [w for w in caught if str(w.message).startswith(f"daskprofile: {label} ")]
+    assert len(mine) == 1, [str(w.message) for w in caught]
+    errors = [e for e in run.meta["errors"] if e["collector"] == collector]
+    assert len(errors) == 1, run.meta["errors"]
+    assert "collector bug" in errors[0]["error"]
+    assert len(run.meta["errors"]) == 1  # no other collector suffered
+    if collector != "tasks":
+        assert len(run.tasks) == 40
+    if collector != "resources":
+        assert len(run.resources) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from operator import add
 from typing import Any
 
@@ -102,6 +103,15 @@ def test_memory_cap_drops_oldest_and_counts_them() -> None:
     # the newest are kept, with their own keys
     assert tasks["start"].is_monotonic_increasing
     assert all(k.startswith("('t-abc12345', ") for k in tasks["key"])
+
+
+def test_memory_cap_bounds_the_resource_samples_too() -> None:
+    with daskprofile.profile(stacks=False, cache=False, dt=0.002, max_records=10) as run:
+        time.sleep(0.2)  # ~100 samples
+        dask.get(small_graph(5), list(small_graph(5)))
+    assert len(run.resources) == 10
+    assert run.meta["dropped"]["resources"] > 20
+    assert run.resources["time"].is_monotonic_increasing  # the newest, in order
 
 
 def test_history_and_subscriptions() -> None:

@@ -92,6 +92,27 @@ def test_sees_worker_processes_of_the_processes_scheduler() -> None:
     assert procs.max() >= procs[0] + 2
 
 
+def spin(seconds: float) -> float:
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        pass
+    return seconds
+
+
+def test_counts_the_cpu_and_memory_of_busy_worker_processes() -> None:
+    """Two worker processes spinning: more than one core's worth of CPU is reported, which
+    this process alone (the parent, idle meanwhile) could never show."""
+    tasks = [dask.delayed(spin)(0.4) for _ in range(4)]
+    with ResourceCollector(dt=0.05) as rc:
+        dask.compute(*tasks, scheduler="processes", num_workers=2, chunksize=1)
+    cols = rc.snapshot()
+    assert cols["cpu"].max() > 110, cols["cpu"].tolist()
+    busy = cols["processes"] >= cols["processes"][0] + 2
+    assert busy.any()
+    own = psutil.Process().memory_info().rss
+    assert cols["memory"][busy].max() > own  # the workers' memory is added to ours
+
+
 def test_sees_a_child_process_started_mid_run_and_tolerates_its_exit() -> None:
     with ResourceCollector(dt=0.02) as rc:
         time.sleep(0.05)

@@ -150,3 +150,30 @@ def test_key_labels_interned_per_group() -> None:
     assert df.loc["plain", "group"] == "plain"
     assert df.loc["f-e6382f4d-1cc7-4ed7-84ec-5a9a4beb6998", "group"] == "f"
     assert sorted(df.index) == sorted(str(k) for k in dsk)
+
+
+class _Result:
+    """A task result we can hold a weak reference to."""
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_kept_run_holds_no_results_or_tasks(scheduler: str) -> None:
+    import gc
+    import weakref
+
+    made: list[weakref.ref[_Result]] = []
+
+    def make(i: int) -> _Result:
+        result = _Result()
+        made.append(weakref.ref(result))
+        return result
+
+    parts = [dask.delayed(len)([dask.delayed(make)(i)]) for i in range(20)]
+    with daskprofile.profile(interval=0.005) as run:
+        assert dask.compute(*parts, scheduler=scheduler) == (1,) * 20
+    gc.collect()
+    assert len(made) == 20
+    assert [r for r in made if r() is not None] == []  # the run (still alive) kept none
+    assert len(run.tasks) == 40
+    held = gc.get_referents(*vars(run).values())
+    assert not [o for o in held if type(o).__name__ in ("Task", "DataNode", "_Result")]

@@ -74,6 +74,44 @@ def test_run_keeps_wait_separately_from_run_time() -> None:
     assert tasks["worker"].nunique() == 1
 
 
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_wait_kept_apart_from_run_time_when_tasks_queue(scheduler: str) -> None:
+    """Twelve 0.1 s tasks on two workers. The processes scheduler hands tasks to the pool
+    ahead of time, so most wait there: that wait is its own column and each task's run
+    time stays 0.1 s (dask's Profiler folds the wait in). Threads get a task only when
+    one is free: no wait."""
+    with daskprofile.profile(resources=False, stacks=False, cache=False) as run:
+        dask.compute(*twelve_sleeps(), scheduler=scheduler, num_workers=2)
+    tasks = run.tasks
+    durations = tasks["stop"] - tasks["start"]
+    waits = tasks["start"] - tasks["submit"]
+    assert ((durations - 0.1).abs() < 0.02).all(), durations.tolist()
+    assert (waits >= -1e-6).all()
+    if scheduler == "processes":
+        assert waits.max() > 0.3  # the last ones queued behind ~5 rounds of two
+    else:
+        assert waits.max() < 0.05
+    assert tasks["worker"].nunique() == 2
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_rows_readable_while_a_parallel_compute_runs(scheduler: str) -> None:
+    done = threading.Event()
+    seen: list[int] = []
+    parts = [dask.delayed(sleep_task)(i) for i in range(16)]  # ~0.8 s on two workers
+    with daskprofile.profile(resources=False, stacks=False, cache=False) as run:
+        compute = threading.Thread(
+            target=lambda: (dask.compute(*parts, scheduler=scheduler, num_workers=2), done.set())
+        )
+        compute.start()
+        while not done.is_set():
+            seen.append(len(run.tasks))
+            time.sleep(0.05)
+        compute.join()
+    assert len(run.tasks) == 16
+    assert any(0 < n < 16 for n in seen), seen  # part of the rows, before the end
+
+
 def test_failed_task_recorded_and_exception_unchanged() -> None:
     class Boom(Exception):
         pass

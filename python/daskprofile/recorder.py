@@ -250,7 +250,7 @@ class profile:
         module = optional("resources") if o.resources else None
         if module is None:
             return
-        collector = module.ResourceCollector(o.dt)
+        collector = module.ResourceCollector(o.dt, max_samples=o.max_records)
         self._samplers.append(("resources", collector))
         run.attach("resources", collector.snapshot)
 
