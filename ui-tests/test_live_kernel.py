@@ -36,6 +36,7 @@ from conftest import write_notebook
 STREAM = ".jp-DaskProfile-taskStream canvas"
 LINES = ".jp-DaskProfile-resources canvas"
 FLAME = ".jp-DaskProfile-flame canvas"
+PROGRESS = ".jp-DaskProfile-progress"
 
 # a few seconds of dask.array work on 2 threads, ~900 tasks: matmul blocks keep the CPU
 # busy; the input blocks also nap (64 x 0.12 s), so the run lasts several stack-sampler
@@ -102,10 +103,14 @@ def test_live_run_streams_completes_and_survives_reload(page: Any, lab: Any, cap
             const d = document.querySelector('{PANEL}').dataset;
             return d.runState === 'live' && Number(d.tasks) > 0 && Number(d.resources) > 0
                 && Number(d.flameNodes) > 0
-                && Number(document.querySelector('{STREAM}').dataset.rects) > 0;
+                && Number(document.querySelector('{STREAM}').dataset.rects) > 0
+                && Number(document.querySelector('{PROGRESS}').dataset.done) > 0;
         }}""",
     )
     live = _pixels_drawn(page, blank)
+    progress = page.locator(PROGRESS)
+    done = int(progress.get_attribute("data-done") or 0)
+    assert 0 < done <= int(progress.get_attribute("data-total") or 0)
     live_state = {k: panel_data(page, k) for k in ("tasks", "resources", "flame-nodes")}
 
     out = wait_cell_done(cell, SLOW)
