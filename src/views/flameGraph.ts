@@ -5,6 +5,8 @@
  * restricts the samples to the sampler cycles overlapping it.
  */
 
+import { ISignal, Signal } from '@lumino/signaling';
+
 import { hashString, hslToRgb, mix, toHex } from '../colors';
 import {
   combineGroups,
@@ -59,6 +61,11 @@ export class FlameGraphView extends CanvasView {
     return this._root?.count ?? 0;
   }
 
+  /** Emitted when the tree shown changes (new samples, group filter, range, search). */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
   /** Search the frames whose function or file name contains `query`. */
   search(query: string): void {
     this._query = query;
@@ -67,6 +74,7 @@ export class FlameGraphView extends CanvasView {
   }
 
   dispose(): void {
+    Signal.clearData(this);
     this._model.changed.disconnect(this._onModel, this);
     this._viewport.changed.disconnect(this._onViewport, this);
     super.dispose();
@@ -177,6 +185,7 @@ export class FlameGraphView extends CanvasView {
         ? `${(layout.matchedFraction * 100).toFixed(1)} % match`
         : '';
     this.node.dataset.flameNodes = String(this._nodeCount);
+    this._changed.emit();
     this.schedule();
   }
 
@@ -357,6 +366,7 @@ export class FlameGraphView extends CanvasView {
     this._zoom([]);
   };
 
+  private _changed = new Signal<this, void>(this);
   private _model: ProfileModel;
   private _viewport: TimeViewport;
   private _tooltip: Tooltip;

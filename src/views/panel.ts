@@ -86,6 +86,7 @@ export class ProfilePanel extends Widget {
     controller.changed.connect(this._render, this);
     model.changed.connect(this._onModel, this);
     this.viewport.changed.connect(this._updateData, this);
+    this.flame.changed.connect(this._updateData, this);
     this._render();
     this._updateData();
   }
