@@ -3,10 +3,9 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import {
   BOOTSTRAP_CODE,
+  checkHello,
   COMM_TARGET,
   IHelloMessage,
-  isCompatible,
-  parseHello,
   PROTOCOL_METADATA_KEY,
   PROTOCOL_VERSION
 } from './protocol';
@@ -153,28 +152,20 @@ export class Connection {
   }
 
   private _onHello(data: Record<string, unknown>): void {
-    if (data.type === 'error') {
-      this._setStatus('incompatible', String(data.message ?? 'refused'));
+    const outcome = checkHello(data);
+    if (outcome.status === 'connected') {
+      this._hello = outcome.hello;
+      this._setStatus('connected', '');
       return;
     }
-    let hello: IHelloMessage;
-    try {
-      hello = parseHello(data);
-    } catch (reason) {
-      console.error('daskprofile: malformed hello from kernel', reason, data);
-      this._setStatus('error', String(reason));
-      return;
-    }
-    if (!isCompatible(hello.protocol)) {
-      this._setStatus(
-        'incompatible',
-        `the kernel speaks protocol ${hello.protocol}, this panel ${PROTOCOL_VERSION}: ` +
-          'install matching versions of daskprofile in the kernel and in JupyterLab'
+    if (outcome.status === 'error') {
+      console.error(
+        'daskprofile: malformed hello from kernel',
+        outcome.detail,
+        data
       );
-      return;
     }
-    this._hello = hello;
-    this._setStatus('connected', '');
+    this._setStatus(outcome.status, outcome.detail);
   }
 
   private _setStatus(status: ConnectionStatus, detail: string): void {

@@ -214,6 +214,40 @@ export function isCompatible(version: unknown): boolean {
   return majorVersion(version) === majorVersion(PROTOCOL_VERSION);
 }
 
+/** What a kernel's first answer means for the connection. */
+export type HelloOutcome =
+  | { status: 'connected'; hello: IHelloMessage }
+  | { status: 'incompatible' | 'error'; detail: string };
+
+/**
+ * Judge the kernel's first message: its hello (checked for a compatible protocol), or the
+ * error a kernel of another major version answers with. Never throws.
+ */
+export function checkHello(data: unknown): HelloOutcome {
+  if (isRecord(data) && data.type === 'error') {
+    return {
+      status: 'incompatible',
+      detail: String(data.message ?? 'refused')
+    };
+  }
+  let hello: IHelloMessage;
+  try {
+    hello = parseHello(data);
+  } catch (reason) {
+    return { status: 'error', detail: String(reason) };
+  }
+  if (!isCompatible(hello.protocol)) {
+    return {
+      status: 'incompatible',
+      detail:
+        `the kernel speaks protocol ${hello.protocol}, this panel ${PROTOCOL_VERSION}: ` +
+        'install matching versions of daskprofile in the kernel and in JupyterLab ' +
+        `(${INSTALL_HINT} -U)`
+    };
+  }
+  return { status: 'connected', hello };
+}
+
 // ------------------------------------------------------------------ field checks
 
 type Obj = Record<string, unknown>;

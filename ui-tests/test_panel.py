@@ -11,6 +11,7 @@ from helpers import (
     open_from_path,
     open_notebook,
     open_panel,
+    run_code,
     wait_status,
 )
 
@@ -64,3 +65,18 @@ def test_panel_without_a_notebook_says_so(page: Any, lab: Any) -> None:
     open_panel(page)
     wait_status(page, "no-kernel")
     assert "No notebook open" in page.locator(PANEL).inner_text()
+
+
+def test_a_kernel_of_another_protocol_major_gets_a_clear_message(page: Any, lab: Any) -> None:
+    """A kernel speaking protocol 2.x (simulated by setting its version before the panel
+    connects) refuses the panel's hello; the panel says why and what to install."""
+    name = write_notebook(lab.root, "newer.ipynb", [""])
+    open_notebook(page, lab, name)
+    run_code(page, "import daskprofile.jupyter.comm as c; c.PROTOCOL_VERSION = '2.0'")
+    open_panel(page)
+    wait_status(page, "incompatible")
+    text = page.locator(PANEL).inner_text()
+    assert "2.0" in text, text
+    assert "1.0" in text, text
+    assert "pip install" in text, text
+    assert page.locator(PANEL).get_attribute("data-runs") == "0"
