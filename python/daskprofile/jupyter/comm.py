@@ -177,13 +177,11 @@ def _on_close(comm_id: str) -> None:
             current = _hub
             if current is None or not current.publisher.detach(comm_id):
                 return
-            keep = current.recording and bool(panel_config("keep-recording"))
-            if not keep:
-                _hub = None
-            # under the lock: a panel opening meanwhile restarts a stopped publisher
-            if keep:
-                current.publisher.stop()
+            # stopped under the lock: a panel opening meanwhile finds a consistent hub
+            if current.recording and bool(panel_config("keep-recording")):
+                current.publisher.stop()  # the session records on for the panel's return
             else:
+                _hub = None
                 current.stop()
     except Exception:
         log.exception("daskprofile: error closing the panel's comm")
