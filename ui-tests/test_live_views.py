@@ -215,7 +215,20 @@ def test_a_setting_takes_effect_and_the_layout_is_restored(
     assert _lane_area(page) >= 4 * tall_lanes, _lane_area(page)
 
     # reload the same workspace: the panel comes back open, in front, without a click
-    page.goto(f"{lab.url}lab/workspaces/layout/tree/layout.ipynb?token={lab.token}")
+    # (once JupyterLab has saved the workspace: it does so a moment after layout changes)
+    page.wait_for_function(
+        """async (url) => {
+            const r = await fetch(url);
+            if (!r.ok) return false;
+            const left = ((await r.json()).data['layout-restorer:data'] || {}).left || {};
+            return String(left.current || '').includes('daskprofile') && !left.collapsed;
+        }""",
+        arg=f"{lab.url}lab/api/workspaces/layout?token={lab.token}",
+        timeout=60_000,
+        polling=250,
+    )
+    # (no /tree/ path in the URL: opening a path would show the file browser instead)
+    page.goto(f"{lab.url}lab/workspaces/layout?token={lab.token}")
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
     page.locator(PANEL).wait_for(state="visible", timeout=60_000)
     assert "lm-mod-current" in (page.locator(PANEL_TAB).get_attribute("class") or "")
