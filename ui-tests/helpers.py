@@ -7,6 +7,7 @@ from typing import Any
 
 PANEL = "#daskprofile-panel"
 PANEL_TAB = '.lm-TabBar-tab[data-id="daskprofile-panel"]'
+FILEBROWSER_CURRENT = '.lm-TabBar-tab.lm-mod-current[data-id="filebrowser"]'
 
 
 def open_notebook(page: Any, lab: Any, name: str) -> None:
@@ -211,6 +212,11 @@ def open_notebook_in_workspace(
     page.goto(f"{lab.url}lab/workspaces/{workspace}/tree/{name}?{query}")
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    if reset:
+        # once a reset workspace's layout is restored, JupyterLab brings the file browser
+        # to the front and takes the focus: a panel opened or a cell clicked before that
+        # is hidden or loses its keys
+        page.locator(FILEBROWSER_CURRENT).wait_for(timeout=60_000)
 
 
 # --- notebook cells typed and run in the browser, panel state over time -----------------

@@ -48,8 +48,17 @@ export class FlameGraphView extends CanvasView {
   /** Search box, group filter, zoom reset, selected range: placed above the canvas. */
   readonly toolbar = document.createElement('div');
 
-  /** Row height in CSS pixels. */
-  rowHeight = 16;
+  /** Row height in CSS pixels (a change resizes the canvas and redraws). */
+  get rowHeight(): number {
+    return this._rowHeight;
+  }
+
+  set rowHeight(value: number) {
+    if (value !== this._rowHeight) {
+      this._rowHeight = value;
+      this._relayout();
+    }
+  }
 
   /** Nodes in the tree shown (all groups or the filtered one, in the time range). */
   get nodeCount(): number {
@@ -367,6 +376,7 @@ export class FlameGraphView extends CanvasView {
   };
 
   private _changed = new Signal<this, void>(this);
+  private _rowHeight = 16;
   private _model: ProfileModel;
   private _viewport: TimeViewport;
   private _tooltip: Tooltip;
