@@ -1,9 +1,12 @@
 """Cost of streaming to the lab panel: slowdown, bytes per task on the wire, lag.
 
-    .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 5] [--scheduler sync]
+    .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 9] [--scheduler sync]
 
-One process, interleaved repeats in rotating order, medians; the run history is cleared before each
-connect, so what is measured is live streaming, not the replay of earlier repeats' runs.
+One process; each round runs bare, panel and profile() back to back in rotating order, and
+the slowdowns are the median of the rounds' ratios (a shared machine's speed drifts over
+seconds: ratios of neighbouring computes are less exposed to it than medians of each
+setup). The run history is cleared before each connect, so what is measured is live
+streaming, not the replay of earlier rounds' runs.
 "panel" = a panel connected through the real comm handlers (``daskprofile.jupyter.comm``)
 with a comm object that timestamps and keeps what it is given instead of writing to
 IOPub - so the kernel side does everything it does for a real panel (auto-profiling
@@ -164,10 +167,16 @@ def analyse(c: RecordingComm, rid: str) -> dict[str, float]:
     }
 
 
+def _iqr(values: list[float]) -> str:
+    """The interquartile range of ``values`` (percent), as text."""
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return f"IQR {q[0]:+.1f}..{q[2]:+.1f}%"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--scheduler", default="sync", choices=["sync", "threads", "processes"])
     args = ap.parse_args()
     n, sched = args.tasks, args.scheduler
@@ -202,13 +211,21 @@ def main() -> None:
     for i in range(args.repeat):  # rotated, so no setup always follows the same other
         for setup in order[i % 3 :] + order[: i % 3]:
             setup()
-    b, p = statistics.median(bare), statistics.median(panel)
-    print(f"{n:,} trivial tasks, scheduler={sched}, median of {args.repeat}")
-    print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s")
-    slow = 100 * (p / b - 1)
-    print(f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown {slow:+.1f}%")
-    pr = statistics.median(prof)
-    print(f"  profile(), no panel {pr:6.3f} s   (the collectors alone: {100 * (pr / b - 1):+.1f}%)")
+    # a round's three computes run back to back: their ratios are compared, not medians
+    slow = [100 * (p / b - 1) for p, b in zip(panel, bare, strict=True)]
+    slow_prof = [100 * (p / b - 1) for p, b in zip(prof, bare, strict=True)]
+    b, p, pr = (statistics.median(x) for x in (bare, panel, prof))
+    print(f"{n:,} trivial tasks, scheduler={sched}, {args.repeat} rounds")
+    print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s (median)")
+    print(
+        f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown"
+        f" {statistics.median(slow):+.1f}% (median of the rounds' ratios; {_iqr(slow)};"
+        " target <= +10%)"
+    )
+    print(
+        f"  profile(), no panel {pr:6.3f} s   (the collectors alone:"
+        f" {statistics.median(slow_prof):+.1f}%; {_iqr(slow_prof)})"
+    )
     cpu = statistics.median(cpus)
     print(f"  publisher thread CPU {cpu:.3f} s = {100 * cpu / b:.1f}% of the bare compute")
     msgs_per_s = stats["messages"] / max(stats["duration"], 1e-9)

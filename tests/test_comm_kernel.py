@@ -354,7 +354,7 @@ def test_a_panel_that_comes_back_replays_what_ran_while_it_was_away(panel: Panel
     assert rid == kept[-1]
     samples = "from daskprofile import recorder; print(len(recorder.history()[-1].resources))"
     assert int(panel.execute(samples)) > 0
-    _settle(panel, "[] 1 False")  # the samplers stopped with the run
+    _settle(panel, "[] 1 False")  # the samplers stopped once idle
 
     panel.log.clear()
     panel.open()  # page reloaded, notebook switched back, panel reopened: all the same
@@ -367,6 +367,38 @@ def test_a_panel_that_comes_back_replays_what_ran_while_it_was_away(panel: Panel
     _settle(panel, "[] 0 True")
     panel.execute(COMPUTE)  # stopped: not recorded
     assert len(_kept(panel)) == 2
+
+
+SAMPLERS = (
+    "import threading\n"
+    "print(sorted((t.name, t.ident) for t in threading.enumerate()"
+    " if t.name in ('daskprofile-resources', 'daskprofile-stacks')))"
+)
+
+
+def test_runs_back_to_back_share_the_samplers_which_stop_once_idle(panel: Panel) -> None:
+    """Each cell is a run; a cell right after another does not restart the samplers (a
+    start and a stop cost a small compute tens of ms), and they end once the kernel idles.
+    The computes are dask.delayed: their keys carry a uuid (the live reader once failed on
+    them, so the panel got no rows)."""
+    panel.execute("import dask; dask.config.set({'daskprofile.panel.idle-stop': '3s'})")
+    panel.open()
+    panel.wait(_has("hello"))
+    tiny = "import dask; print(dask.delayed(sum)([1, 2]).compute(scheduler='sync'))"
+    assert panel.execute(tiny).strip() == "3"
+    first = panel.execute(SAMPLERS).strip()
+    assert "daskprofile-resources" in first, first
+    assert "daskprofile-stacks" in first, first
+    assert panel.execute(tiny).strip() == "3"
+    assert panel.execute(SAMPLERS).strip() == first  # the same threads: not restarted
+    panel.wait(_has("run_end", 2))
+    assert len({m["run"] for m in panel.of("run_end")}) == 2
+    # a delayed key ('sum-<uuid>', its suffix kept as 16 bytes) streams under its group
+    n_tasks, rid = _last_run(panel)
+    assert n_tasks == 1
+    _check_run_stream(panel, rid, n_tasks)
+    assert panel.of("groups", rid)[0]["names"] == ["sum"]
+    _settle(panel, "['daskprofile-publisher'] 1 False")  # idle: no sampler thread
 
 
 def test_without_keep_recording_closing_the_last_comm_stops_everything(panel: Panel) -> None:

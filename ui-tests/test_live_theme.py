@@ -58,6 +58,8 @@ def test_dark_theme_redraws_the_views_dark(page: Any, lab: Any, screenshots: Any
         assert (
             canvas_stats(page, ".jp-DaskProfile-resources canvas")["luminance"] < light["luminance"]
         )
+        # the theme switch shows JupyterLab's splash for a moment: not in the picture
+        page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
         page.screenshot(path=str(screenshots / "panel-dark.png"))
         assert not [e for e in page.console_errors if "daskprofile" in e]
     finally:

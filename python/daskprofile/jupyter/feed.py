@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import hooks
+from ..collectors.tasks import UUID_FLAG
 from ..keys import group_color
 from ..run import Run
 from . import encode
@@ -80,7 +81,7 @@ def live_tasks(collector: Any) -> Reader:
             workers = [label for _, _, label in collector.workers]
         start = rows["start"]
         cols = {
-            "group": name_groups[rows["name"].astype(np.int64)],
+            "group": name_groups[(rows["name"] & ~np.uint32(UUID_FLAG)).astype(np.int64)],
             "worker": rows["worker"],
             "status": (rows["error"] != 0).astype(np.uint8),
             "submit": start - rows["wait"],

@@ -4,8 +4,10 @@ The panel connects with no user code, so :class:`PanelSession` records every out
 dask compute that no explicit ``daskprofile.profile()`` block is recording. One run spans
 the computes of one notebook cell (or one compute outside a cell); its title is the cell's
 source. Task and cache collectors are fresh per run; the resource and stack samplers
-(modest rates, ``daskprofile.panel.*`` in dask's config) run while a run is open, so an
-idle kernel has no sampler thread, and each run reads its time slice of them. Runs join
+(modest rates, ``daskprofile.panel.*`` in dask's config) run while a run is open and for
+``daskprofile.panel.idle-stop`` seconds after the last one closes (back-to-back computes
+share them instead of paying a start and a stop each), so an idle kernel has no sampler
+thread; each run reads its time slice of them. Runs join
 the recorder's history like any other, so the publisher streams and replays them the same
 way. :meth:`PanelSession.stop` leaves no listener, sampler thread or IPython callback
 behind.
@@ -57,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
             "rate": 20,
             "tick": "200ms",
             "max-queue": 256,
+            "idle-stop": "2s",
         }
     }
 }
@@ -111,6 +114,8 @@ class PanelSession(Listener):
         self._title: str | None = None
         self._ipython: Any = None
         self._open_runs = 0
+        self._idle: threading.Timer | None = None  # stops the samplers once idle
+        self.idle_stop = _period("idle-stop")  # None: stop with the last run
         self.started = False
 
     # ------------------------------------------------------------ lifecycle
@@ -146,13 +151,43 @@ class PanelSession(Listener):
             self._close(bundle)
         with self.lock:
             self._open_runs = 0
+            timer, self._idle = self._idle, None
             self._samplers(False)
+        if timer is not None:  # (outside the lock: a firing timer takes it)
+            timer.cancel()
+            timer.join()
 
     def _samplers(self, on: bool) -> None:
-        """Start or stop the samplers (caller holds the lock)."""
+        """Start or stop the samplers (caller holds the lock); starting cancels a pending
+        idle stop (its thread sees it is no longer current and ends)."""
+        if on and self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
         for sampler in (self.resources, self.stacks):
             if sampler is not None:
                 sampler.start() if on else sampler.stop()
+
+    def _stop_when_idle(self) -> None:
+        """The last run closed: stop the samplers ``idle_stop`` seconds from now unless a
+        run opens meanwhile (caller holds the lock)."""
+        if self.resources is None and self.stacks is None:
+            return
+        if self.idle_stop is None:
+            self._samplers(False)
+            return
+        timer = threading.Timer(self.idle_stop, self._idle_timeout)
+        timer.name, timer.daemon = "daskprofile-idle", True
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = timer
+        timer.start()
+
+    def _idle_timeout(self) -> None:
+        with self.lock:
+            if self._idle is not threading.current_thread() or self._open_runs:
+                return  # cancelled, or a run opened meanwhile
+            self._idle = None
+            self._samplers(False)
 
     def sources(self, run: Run) -> Sources | None:
         """Readers of one of this session's runs (None if the run is not ours)."""
@@ -275,7 +310,7 @@ class PanelSession(Listener):
         with self.lock:
             self._open_runs = max(0, self._open_runs - 1)
             if self._open_runs == 0:
-                self._samplers(False)  # with a last sample of the end state
+                self._stop_when_idle()
         bundle.totals = _totals(bundle)
         run.finish(run.meta["t1"], {"stacks": 0})
         recorder.finish_live(run)
