@@ -243,7 +243,26 @@ def submit_code(page: Any, source: str) -> Any:
     page.keyboard.press("ControlOrMeta+a")
     page.keyboard.insert_text(source)
     page.keyboard.press("Shift+Enter")
+    _wait_queued(page, cell, editor)
     return cell
+
+
+def _wait_queued(page: Any, cell: Any, editor: Any, tries: int = 3) -> None:
+    """Wait until ``cell`` is queued or ran (``[*]`` or ``[n]``). Right after a notebook
+    opens, JupyterLab can skip a Shift+Enter (the prompt stays ``[ ]`` with the kernel
+    idle, seen on a loaded machine): the cell has not run, so it is run again."""
+    import re
+
+    started = cell.locator(".jp-InputArea-prompt").filter(has_text=re.compile(r"\[(\*|\d+)\]"))
+    for attempt in range(tries):
+        try:
+            started.wait_for(timeout=10_000)
+            return
+        except Exception:
+            if attempt == tries - 1:
+                raise
+        editor.click()
+        page.keyboard.press("Shift+Enter")
 
 
 def wait_cell_done(cell: Any, timeout: float = 120_000) -> str:
