@@ -192,3 +192,98 @@ def test_a_stuck_frontend_never_holds_up_a_compute() -> None:
         publisher.stop()
     rows = sum(m["n"] for m in comm.sent if m["type"] == "tasks" and m["run"] == rid)
     assert rows == 2001
+
+
+class _CountingComm(_RecordingComm):
+    """A panel's comm that keeps only each message's type and run (holds no data)."""
+
+    def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
+        self.sent.append({"type": data.get("type"), "run": data.get("run")})
+
+
+def test_runs_recorded_for_the_panel_keep_compact_task_tables() -> None:
+    """The kernel keeps the panel's last runs for replays: each must hold its tasks in the
+    compact form (issue budget: <= 100 B/task retained), not every key as a str."""
+    import gc
+    import tracemalloc
+
+    from daskprofile import recorder
+
+    n = 20_000
+    dsk: dict[Any, Any] = {("inc-abc12345", i): (add, i, 1) for i in range(n)}
+    dsk["total-abc12345"] = (sum, [("inc-abc12345", i) for i in range(n)])
+    comm = _CountingComm()
+    meta = {"daskprofile_protocol": dpcomm.PROTOCOL_VERSION}
+    dpcomm._on_open(comm, {"metadata": meta, "content": {"data": {"type": "hello"}}})
+
+    def compute_and_wait() -> None:
+        before = len(recorder.history())
+        dask.get(dsk, "total-abc12345")
+        _wait_for(lambda: len(recorder.history()) > before)
+        rid = recorder.history()[-1].meta["id"]
+        _wait_for(lambda: any(m["type"] == "run_end" and m["run"] == rid for m in comm.sent))
+
+    try:
+        recorder.clear_history()
+        compute_and_wait()  # warm up: imports, interning tables, samplers
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        compute_and_wait()
+        gc.collect()
+        per_task = (tracemalloc.get_traced_memory()[0] - base) / n
+        tracemalloc.stop()
+        run = recorder.history()[-1]
+        assert run.summary()["tasks"] == n + 1
+    finally:
+        comm.close_cb({})
+        dpcomm.shutdown()
+        recorder.clear_history()
+    assert per_task <= 100, f"a finished panel run retains {per_task:.0f} B/task"
+
+
+_STREAM_ONE_RUN = """
+import sys, time, uuid
+from operator import add
+import dask
+from daskprofile import recorder
+from daskprofile.jupyter import comm as dpcomm
+
+class Comm:
+    comm_id = uuid.uuid4().hex
+    sent = []
+    def send(self, data, buffers=None): self.sent.append(data.get("type"))
+    def on_msg(self, cb): pass
+    def on_close(self, cb): self.close_cb = cb
+    def close(self): pass
+
+comm = Comm()
+meta = {"daskprofile_protocol": dpcomm.PROTOCOL_VERSION}
+dpcomm._on_open(comm, {"metadata": meta, "content": {"data": {"type": "hello"}}})
+dsk = {("inc-abc12345", i): (add, i, 1) for i in range(3000)}
+dsk["total"] = (sum, [("inc-abc12345", i) for i in range(3000)])
+dask.threaded.get(dsk, "total")
+deadline = time.monotonic() + 30
+while "run_end" not in comm.sent and time.monotonic() < deadline:
+    time.sleep(0.02)
+comm.close_cb({})
+dpcomm.shutdown()
+print("run_end" in comm.sent, "tasks" in comm.sent, "pandas" in sys.modules)
+"""
+
+
+def test_streaming_a_run_to_the_panel_never_imports_pandas() -> None:
+    """The publisher shares the GIL with the user's next compute: importing pandas there
+    (to summarise a run) held it for ~0.6 s at the first run's end."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _STREAM_ONE_RUN],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "False"], out.stdout + out.stderr

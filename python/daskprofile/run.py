@@ -147,15 +147,18 @@ class Run:
                 return self._data.get(name)
         return self._data.get(name)
 
-    def raw(self, name: str) -> Table:
-        """The raw columns of ``tasks``, ``cache`` or ``resources`` (times in perf_counter s)."""
+    def raw(self, name: str, keys: bool = True) -> Table:
+        """The raw columns of ``tasks``, ``cache`` or ``resources`` (times in perf_counter s).
+
+        ``keys=False``: the tasks table may come without its ``key`` column (cheaper: keys
+        are the one column rebuilt row by row from the compact form)."""
         table = self._table(name)
         if table is None:
             return _EMPTY[name]()
         if table.get("compact"):
             from .collectors.tasks import decode
 
-            return decode(table)
+            return decode(table, keys=keys)
         return table  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ views
@@ -239,27 +242,33 @@ class Run:
         return _frame(rows, columns=["filename", "line", "count"])
 
     def summary(self) -> dict[str, Any]:
-        """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records."""
-        tasks = self.tasks
-        res = self.resources
+        """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records.
+
+        Computed from the columns (no key decoded, no pandas): the panel asks for it at the
+        end of every run, in a thread that shares the GIL with the next compute."""
+        tasks = self.raw("tasks", keys=False)
+        res = self.raw("resources")
         t1 = self.meta.get("t1")
+        err = np.asarray(tasks["error"])
+        workers = np.asarray(tasks["worker"], dtype=np.int64)
+        labels = tasks["workers"]
         return {
             "id": self.meta.get("id"),
             "wall_time": (float(t1) - self.t0) if t1 is not None else None,
             "computes": self.meta.get("computes", 0),
             "schedulers": list(self.meta.get("schedulers", [])),
-            "tasks": len(tasks),
-            "errors": int((tasks["status"] == "error").sum()),
-            "workers": int(tasks["worker"].nunique()),
+            "tasks": len(err),
+            "errors": int(np.count_nonzero(err)),
+            "workers": len({labels[w] for w in np.unique(workers).tolist()}),
             "groups": _group_table(tasks),
-            "peak_memory": int(res["memory"].max()) if len(res) else None,
-            "mean_cpu": float(res["cpu"].mean()) if len(res) else None,
+            "peak_memory": int(np.max(res["memory"])) if len(res["memory"]) else None,
+            "mean_cpu": float(np.mean(res["cpu"])) if len(res["cpu"]) else None,
             "dropped": dict(self.meta.get("dropped", {})),
         }
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "live"
-        n = len(self.raw("tasks")["key"])
+        n = len(self.raw("tasks", keys=False)["start"])
         return f"<daskprofile.Run {self.meta.get('id')!r} {state}: {n} tasks>"
 
     # ------------------------------------------------------------------ values
@@ -384,27 +393,42 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
-def _group_table(tasks: pd.DataFrame) -> list[dict[str, Any]]:
-    if not len(tasks):
+def _group_table(tasks: Table) -> list[dict[str, Any]]:
+    """Per group (by name, first seen first): tasks, total/mean/max duration, mean wait
+    and errors; the groups with the most time first."""
+    gid = np.asarray(tasks["group"], dtype=np.int64)
+    if not len(gid):
         return []
-    df = tasks.assign(
-        duration=tasks["stop"] - tasks["start"], wait=tasks["start"] - tasks["submit"]
-    )
-    agg = df.groupby("group", sort=False).agg(
-        tasks=("key", "size"),
-        total=("duration", "sum"),
-        mean=("duration", "mean"),
-        max=("duration", "max"),
-        wait=("wait", "mean"),
-        errors=("status", lambda s: int((s == "error").sum())),
-    )
-    agg = agg.sort_values("total", ascending=False)
-    records = agg.reset_index().to_dict("records")
-    return [{str(k): _py(v) for k, v in rec.items()} for rec in records]
-
-
-def _py(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
+    names: list[str] = list(tasks["groups"])
+    canon = {name: i for i, name in reversed(list(enumerate(names)))}  # first id of a name
+    gid = np.asarray([canon[n] for n in names], dtype=np.int64)[gid]
+    used, first_row = np.unique(gid, return_index=True)
+    used = used[np.argsort(first_row, kind="stable")]  # order of first appearance
+    slot = np.zeros(len(names), dtype=np.int64)
+    slot[used] = np.arange(len(used))
+    row = slot[gid]
+    start = np.asarray(tasks["start"], dtype=np.float64)
+    duration = np.asarray(tasks["stop"], dtype=np.float64) - start
+    wait = start - np.asarray(tasks["submit"], dtype=np.float64)
+    count = np.bincount(row, minlength=len(used))
+    total = np.bincount(row, weights=duration, minlength=len(used))
+    longest = np.full(len(used), -np.inf)
+    np.maximum.at(longest, row, duration)
+    waited = np.bincount(row, weights=wait, minlength=len(used))
+    errors = np.bincount(row, weights=np.asarray(tasks["error"]) != 0, minlength=len(used))
+    order = np.argsort(-total, kind="stable")
+    return [
+        {
+            "group": names[int(used[i])],
+            "tasks": int(count[i]),
+            "total": float(total[i]),
+            "mean": float(total[i] / count[i]),
+            "max": float(longest[i]),
+            "wait": float(waited[i] / count[i]),
+            "errors": int(errors[i]),
+        }
+        for i in order.tolist()
+    ]
 
 
 def _frame(*args: Any, **kwargs: Any) -> pd.DataFrame:

@@ -304,26 +304,20 @@ class TaskCollector(Collector):
         return out
 
 
-def decode(compact: dict[str, Any]) -> dict[str, Any]:
+def decode(compact: dict[str, Any], keys: bool = True) -> dict[str, Any]:
     """Turn compact rows (:meth:`TaskCollector.since_compact`) into key labels, group ids
-    and absolute times (the form of :meth:`TaskCollector.since`)."""
-    rows, names, text = compact["rows"], compact["names"], compact["text"]
-    ends = rows["end"].astype(np.int64) - compact["base"]
-    starts = np.zeros_like(ends)
-    starts[1:] = ends[:-1]
-    prefixes = [p for p, _ in names]
+    and absolute times (the form of :meth:`TaskCollector.since`). With ``keys=False`` the
+    ``key`` column is left out: what needs only groups, workers and times (a summary)
+    skips the one per-row Python step."""
+    rows, names = compact["rows"], compact["names"]
     name_groups = np.array([g for _, g in names] or [0], dtype=np.uint32)
-    keys = [
-        prefixes[n] + text[s:e].decode()
-        if n < UUID_FLAG
-        else prefixes[n ^ UUID_FLAG] + _uuid_text(text[s:e])
-        for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
-    ]
     start = rows["start"]
-    return {
-        "key": keys,
+    out: dict[str, Any] = {}
+    if keys:
+        out["key"] = _key_labels(rows, names, compact["text"], compact["base"])
+    out |= {
         "group": name_groups[rows["name"] & ~np.uint32(UUID_FLAG)]
-        if keys
+        if len(start)
         else np.empty(0, np.uint32),
         "worker": rows["worker"],
         "submit": start - rows["wait"].astype(np.float64),
@@ -336,3 +330,20 @@ def decode(compact: dict[str, Any]) -> dict[str, Any]:
         "workers": compact["workers"],
         "error_types": compact["error_types"],
     }
+    return out
+
+
+def _key_labels(
+    rows: dict[str, np.ndarray], names: list[tuple[str, int]], text: bytes, base: int
+) -> list[str]:
+    """Each row's key label: its name's prefix followed by its suffix text."""
+    ends = rows["end"].astype(np.int64) - base
+    starts = np.zeros_like(ends)
+    starts[1:] = ends[:-1]
+    prefixes = [p for p, _ in names]
+    return [
+        prefixes[n] + text[s:e].decode()
+        if n < UUID_FLAG
+        else prefixes[n ^ UUID_FLAG] + _uuid_text(text[s:e])
+        for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
+    ]

@@ -130,7 +130,7 @@ def frozen_table(table: Mapping[str, Any], names: tuple[str, ...]) -> Reader:
 
 def frozen_sources(run: Run) -> Sources:
     """Readers over a finished run."""
-    tasks = dict(run.raw("tasks"))
+    tasks = dict(run.raw("tasks", keys=False))
     tasks["status"] = (np.asarray(tasks["error"]) != 0).astype(np.uint8)
     t0 = run.t0
     history = [(a + t0, b + t0, trees) for a, b, trees in run.stack_history]

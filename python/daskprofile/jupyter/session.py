@@ -269,7 +269,7 @@ class PanelSession(Listener):
         bundle = _Bundle(run, tasks, cache, sources)
         sources.totals = lambda: _totals(bundle)
         if tasks is not None:
-            run.attach("tasks", tasks.snapshot)
+            run.attach("tasks", tasks.snapshot_compact)
             sources.tasks = live_tasks(tasks)
             sources.keys = _keys_of(tasks)
         if cache is not None:
