@@ -6,6 +6,7 @@ import json
 import time
 from operator import add
 from pathlib import Path
+from typing import Any
 
 import dask
 import numpy as np
@@ -150,6 +151,37 @@ def test_key_labels_interned_per_group() -> None:
     assert df.loc["plain", "group"] == "plain"
     assert df.loc["f-e6382f4d-1cc7-4ed7-84ec-5a9a4beb6998", "group"] == "f"
     assert sorted(df.index) == sorted(str(k) for k in dsk)
+
+
+def test_keys_of_single_rows_match_the_decoded_table() -> None:
+    """A hover asks for one key: the live collector and the finished run decode just the
+    rows asked for, and give what the full table gives (tuple, str and uuid keys, rows
+    lost to the cap, rows out of range)."""
+    from daskprofile.collectors.tasks import TaskCollector
+    from daskprofile.hooks import add_listener, remove_listener
+
+    xs = [("x-abcdef12", i, j) for i in range(20) for j in range(2)]
+    dsk: dict[Any, Any] = {x: (add, x[1], x[2]) for x in xs}
+    uid = "f-e6382f4d-1cc7-4ed7-84ec-5a9a4beb6998"  # delayed-style: 16 raw bytes
+    dsk["plain"] = (sum, xs)  # the last three rows: each waits for the one before
+    dsk[uid] = (add, "plain", 3)
+    dsk["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b"] = (add, uid, 1)
+    collector = TaskCollector(max_records=30)
+    add_listener(collector)
+    try:
+        dask.get(dsk, list(dsk))
+    finally:
+        remove_listener(collector)
+    full = collector.snapshot()
+    first = full["dropped"]
+    assert first == len(dsk) - 30
+    rows = [first + 29, first + 28, first + 27, first, first - 1, first + 30]
+    expected = ["inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b", uid, "plain", full["key"][0], "", ""]
+    assert full["key"][27:] == expected[2::-1]
+    assert collector.keys_at(rows) == expected
+    run = Run({}, {"tasks": collector.snapshot_compact()})
+    assert run.task_keys([29, 28, 27, 0, -1, 30]) == expected
+    assert run.task_keys(list(range(30))) == run.tasks["key"].tolist()
 
 
 class _Result:

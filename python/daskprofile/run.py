@@ -161,6 +161,19 @@ class Run:
             return decode(table, keys=keys)
         return table  # type: ignore[no-any-return]
 
+    def task_keys(self, rows: list[int]) -> list[str]:
+        """Key labels of task rows ``rows`` (positions in :attr:`tasks`; ``""`` out of
+        range), decoding only those rows."""
+        table = self._table("tasks")
+        if table is None:
+            return [""] * len(rows)
+        if table.get("compact"):
+            from .collectors.tasks import keys_at
+
+            return keys_at(table, rows)
+        keys = table["key"]
+        return [str(keys[i]) if 0 <= i < len(keys) else "" for i in rows]
+
     # ------------------------------------------------------------------ views
     @property
     def t0(self) -> float:

@@ -285,6 +285,23 @@ class TaskCollector(Collector):
             }
         return compact, new_cursor
 
+    def keys_at(self, rows: list[int]) -> list[str]:
+        """Key labels of absolute rows ``rows`` (``""`` for a row not kept or not yet
+        written): only those rows are decoded, however long the table."""
+        hooks.flush()
+        with self.lock:
+            first, n, text, base = self.columns.first, self.columns.n, self.text, self.text_base
+            names, ends = self._cols["name"], self._cols["end"]
+            out = []
+            for row in rows:
+                i = row - first
+                if not first <= row < n:
+                    out.append("")
+                    continue
+                lo = (int(ends[i - 1]) if i else base) - base
+                out.append(_label(self.names, int(names[i]), bytes(text[lo : int(ends[i]) - base])))
+            return out
+
     def _end_before(self, lo: int) -> int:
         """Absolute text offset where row ``lo``'s suffix starts (call under lock)."""
         i = lo - self.columns.first
@@ -333,6 +350,13 @@ def decode(compact: dict[str, Any], keys: bool = True) -> dict[str, Any]:
     return out
 
 
+def _label(names: list[tuple[str, int]], nid: int, suffix: bytes) -> str:
+    """A key's label: its name's prefix followed by its suffix (a raw uuid if flagged)."""
+    if nid < UUID_FLAG:
+        return names[nid][0] + suffix.decode()
+    return names[nid ^ UUID_FLAG][0] + _uuid_text(suffix)
+
+
 def _key_labels(
     rows: dict[str, np.ndarray], names: list[tuple[str, int]], text: bytes, base: int
 ) -> list[str]:
@@ -347,3 +371,18 @@ def _key_labels(
         else prefixes[n ^ UUID_FLAG] + _uuid_text(text[s:e])
         for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
     ]
+
+
+def keys_at(compact: dict[str, Any], rows: list[int]) -> list[str]:
+    """Key labels of rows ``rows`` (0 = the oldest kept) of a compact table; ``""`` for a
+    row out of range. Only those rows are decoded."""
+    cols, names, text, base = compact["rows"], compact["names"], compact["text"], compact["base"]
+    ends, nids, n = cols["end"], cols["name"], len(cols["end"])
+    out = []
+    for i in rows:
+        if not 0 <= i < n:
+            out.append("")
+            continue
+        lo = (int(ends[i - 1]) if i else base) - base
+        out.append(_label(names, int(nids[i]), bytes(text[lo : int(ends[i]) - base])))
+    return out

@@ -57,8 +57,8 @@ class Sources:
     resources: Reader | None = None
     stacks: StackReader | None = None
     totals: Callable[[], Mapping[str, int]] | None = None
-    #: ``keys(cursor) -> (key labels from row first on, first)`` of a live task table
-    keys: Callable[[int], tuple[list[str], int]] | None = None
+    #: ``keys(rows) -> key labels`` of absolute rows of a live task table ("" if not kept)
+    keys: Callable[[list[int]], list[str]] | None = None
 
 
 # ---------------------------------------------------------------- live readers

@@ -514,17 +514,11 @@ def _keys(run: Run, feed: Feed | None, indices: list[int]) -> list[str]:
     """Key labels of task rows ``indices`` ("" for rows no longer kept)."""
     if not indices:
         return []
-    lookup = feed.sources.keys if feed is not None and feed.sources.keys else None
-    if lookup is None:
-        table = run.raw("tasks")
-        keys, first = table["key"], int(table.get("dropped", 0) or 0)
-    else:
-        keys, first = lookup(min(indices))
-    out = []
-    for i in indices:
-        j = i - first
-        out.append(str(keys[j]) if 0 <= j < len(keys) else "")
-    return out
+    lookup = feed.sources.keys if feed is not None else None
+    if lookup is not None:
+        return lookup(indices)
+    first = int(run.raw("tasks", keys=False).get("dropped", 0) or 0)
+    return run.task_keys([i - first for i in indices])
 
 
 # ---------------------------------------------------------------- live sources of a run
@@ -539,7 +533,7 @@ def live_sources(run: Run) -> Sources | None:
     tasks = owners.get("tasks")
     if tasks is not None and hasattr(tasks, "columns"):
         sources.tasks = live_tasks(tasks)
-        sources.keys = _live_keys(tasks)
+        sources.keys = tasks.keys_at
     for name in ("cache", "resources"):
         owner = owners.get(name)
         if owner is not None and hasattr(owner, "since"):
@@ -548,11 +542,3 @@ def live_sources(run: Run) -> Sources | None:
     if stacks is not None and hasattr(stacks, "history"):
         sources.stacks = stacks.history
     return sources
-
-
-def _live_keys(collector: Any) -> Callable[[int], tuple[list[str], int]]:
-    def keys(cursor: int) -> tuple[list[str], int]:
-        rows, _ = collector.since(cursor)
-        return rows["key"], cursor + int(rows.get("dropped", 0))
-
-    return keys

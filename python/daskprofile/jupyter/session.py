@@ -271,7 +271,7 @@ class PanelSession(Listener):
         if tasks is not None:
             run.attach("tasks", tasks.snapshot_compact)
             sources.tasks = live_tasks(tasks)
-            sources.keys = _keys_of(tasks)
+            sources.keys = tasks.keys_at
         if cache is not None:
             run.attach("cache", cache.snapshot)
             sources.cache = live_table(cache.since)
@@ -390,14 +390,6 @@ def _count_graph(dsk: Mapping[Any, Any], totals: dict[str, int]) -> None:
         key = first[name]
         group = task_group(key, dsk.get(key))
         totals[group] = totals.get(group, 0) + n
-
-
-def _keys_of(collector: TaskCollector) -> Any:
-    def keys(cursor: int) -> tuple[list[str], int]:
-        rows, _ = collector.since(cursor)
-        return rows["key"], cursor + int(rows.get("dropped", 0))
-
-    return keys
 
 
 def _resource_sampler() -> Any:
