@@ -16,6 +16,8 @@ from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
 
+import numpy as np
+
 from .. import hooks
 from ..hooks import Compute, TaskBatch, TaskEvent
 from ..keys import GroupIndex
@@ -24,17 +26,19 @@ from .base import Collector, Columns
 #: ``time`` is float32 seconds since the collector started (~0.1 ms resolution over an hour)
 SPEC = {"time": "f", "group": "I", "metric": "d"}
 
-#: rows being written: (times since t0, group ids, occupancy levels)
+#: rows being written: (perf_counter times, group ids, occupancy levels)
 _Rows = tuple[list[float], list[int], list[float]]
 
 
 class _Cached:
-    """What one compute has in dask's cache: results per key, dependents still to run."""
+    """What one compute has in dask's cache: the group of each result held, its metric
+    where it is not 1 (a ``metric=`` function), and dependents still to run."""
 
-    __slots__ = ("live", "remaining")
+    __slots__ = ("live", "remaining", "values")
 
     def __init__(self) -> None:
-        self.live: dict[Hashable, tuple[int, float]] = {}  # key -> (group id, metric)
+        self.live: dict[Hashable, int] = {}  # key -> group id
+        self.values: dict[Hashable, float] = {}  # key -> metric, when not 1
         self.remaining: dict[Hashable, int] = {}  # key -> dependents not finished yet
 
 
@@ -81,29 +85,34 @@ class CacheCollector(Collector):
         cached = self._computes.get(compute.id)
         if cached is None:
             return
-        names, live, index, t0 = self._names, cached.live, self.index, self.t0
-        deps_of = compute.state.get("dependencies") or {}
+        find, live, occ = self._names.get, cached.live, self.occupancy
+        has_deps = (compute.state.get("dependencies") or {}).get
         rows: _Rows = ([], [], [])
         when_col, group_col, level_col = rows
         with self.lock:
-            occ = self.occupancy
             for key, stop, error in zip(batch.key, batch.stop, batch.error, strict=True):
                 if error is not None:
                     continue
-                gid = names.get(key[0] if type(key) is tuple else key)
+                gid = find(key[0] if type(key) is tuple else key)
                 if gid is None:
-                    gid = index.index(key, compute.dsk.get(key))
-                live[key] = (gid, 1.0)
-                if deps_of.get(key):  # results it depends on may be released now
+                    gid = self._new_group(key, compute)
+                live[key] = gid
+                if has_deps(key):  # results it depends on may be released now
                     self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows)
                     continue
-                while gid >= len(occ):
-                    occ.append(0.0)
-                occ[gid] += 1.0
-                when_col.append(stop - t0)
+                level = occ[gid] + 1.0
+                occ[gid] = level
+                when_col.append(stop)
                 group_col.append(gid)
-                level_col.append(occ[gid])
+                level_col.append(level)
             self._append(rows)
+
+    def _new_group(self, key: Hashable, compute: Compute) -> int:
+        """Group id of a key whose name is not interned yet; room for its occupancy
+        (call under ``lock``)."""
+        gid = self.index.index(key, compute.dsk.get(key))
+        self.occupancy.extend([0.0] * (gid + 1 - len(self.occupancy)))
+        return gid
 
     def on_task(
         self, compute: Compute, event: TaskEvent, result: Any, state: dict[str, Any]
@@ -112,7 +121,10 @@ class CacheCollector(Collector):
         if event.error is not None or cached is None or self.metric is None:
             return
         value = float(self.metric(result))
-        self._write([event.stop], [self._finished(compute, cached, event.key, value)])
+        rows: _Rows = ([], [], [])
+        with self.lock:  # new groups get their occupancy slot under the lock
+            self._apply(event.stop, self._finished(compute, cached, event.key, value), rows)
+            self._append(rows)
 
     def _finished(
         self, compute: Compute, cached: _Cached, key: Hashable, value: float
@@ -120,8 +132,10 @@ class CacheCollector(Collector):
         """``key``'s result entered the cache: the change per group, releases included."""
         gid = self._names.get(key[0] if type(key) is tuple else key)
         if gid is None:
-            gid = self.index.index(key, compute.dsk.get(key))
-        cached.live[key] = (gid, value)
+            gid = self._new_group(key, compute)
+        cached.live[key] = gid
+        if value != 1.0:
+            cached.values[key] = value
         return self._released(compute, cached, key, gid, value)
 
     def _released(
@@ -142,9 +156,10 @@ class CacheCollector(Collector):
             if left > 1:
                 remaining[dep] = left - 1
             elif dep not in outputs:  # its last dependent: dask releases it now
-                entry = cached.live.pop(dep, None)
-                if entry is not None:
-                    changes[entry[0]] = changes.get(entry[0], 0.0) - entry[1]
+                dep_gid = cached.live.pop(dep, None)
+                if dep_gid is not None:
+                    value = cached.values.pop(dep, 1.0) if cached.values else 1.0
+                    changes[dep_gid] = changes.get(dep_gid, 0.0) - value
         return changes
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
@@ -152,16 +167,12 @@ class CacheCollector(Collector):
         if cached is None or not cached.live:
             return
         changes: dict[int, float] = {}
-        for gid, value in cached.live.values():
-            changes[gid] = changes.get(gid, 0.0) - value
-        self._write([perf_counter()], [changes])
-
-    def _write(self, times: list[float], changes: list[dict[int, float]]) -> None:
-        """Rows for the non-zero changes, each at its time (perf_counter seconds)."""
+        values = cached.values
+        for key, gid in cached.live.items():
+            changes[gid] = changes.get(gid, 0.0) - (values.get(key, 1.0) if values else 1.0)
         rows: _Rows = ([], [], [])
-        with self.lock:
-            for when, change in zip(times, changes, strict=True):
-                self._apply(when, change, rows)
+        with self.lock:  # what dask drops at the end: the outputs it returned
+            self._apply(perf_counter(), changes, rows)
             self._append(rows)
 
     def _apply(self, when: float, changes: dict[int, float], rows: _Rows) -> None:
@@ -170,17 +181,19 @@ class CacheCollector(Collector):
         for gid, delta in changes.items():
             if delta == 0.0:
                 continue  # a result replaced another of its group: nothing to draw
-            while gid >= len(occ):
-                occ.append(0.0)
             occ[gid] += delta
-            rows[0].append(when - self.t0)
+            rows[0].append(when)
             rows[1].append(gid)
             rows[2].append(occ[gid])
 
     def _append(self, rows: _Rows) -> None:
-        """Append ``(times, groups, levels)`` to the columns (under ``lock``); cap them."""
+        """Append ``(perf_counter times, groups, levels)`` to the columns (under ``lock``);
+        cap them."""
         c, cols = self._cols, self.columns
-        c["time"].extend(rows[0])
+        if not rows[0]:
+            return
+        since = np.array(rows[0], dtype=np.float64) - self.t0
+        c["time"].frombytes(since.astype(np.float32).tobytes())
         c["group"].extend(rows[1])
         c["metric"].extend(rows[2])
         cols.n += len(rows[0])
