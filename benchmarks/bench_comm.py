@@ -1,6 +1,7 @@
 """Cost of streaming to the lab panel: slowdown, bytes per task on the wire, lag.
 
     .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 9] [--scheduler sync]
+                                              [--no-gc]
 
 One process; each round runs bare, panel and profile() back to back in rotating order, and
 the slowdowns are the median of the rounds' ratios (a shared machine's speed drifts over
@@ -16,11 +17,17 @@ fixtures' format). Wire bytes are the comm payload (compact JSON data + raw buff
 with the Jupyter message envelope (header, parent header, metadata, comm id) as
 ``jupyter_client.Session`` serialises it.
 Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
+Garbage collection: a compute of 100k tasks spends ~30% of its time in Python's collector
+(7 full collections of the graph, whose total varies by +-10% from one compute to the next,
+with or without daskprofile); that spread, not our cost, is most of the IQR. ``--no-gc``
+disables the collector during each timed compute (it runs between computes) to measure what
+streaming itself costs; the default is what a user sees.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import pickle
 import statistics
 import time
@@ -77,12 +84,39 @@ def graph(n: int, fan: int = 100) -> dict[Any, Any]:
     return dsk
 
 
+#: seconds each timed compute spent in garbage collection (the last compute's)
+GC_SECONDS: list[float] = []
+#: whether the collector is off during timed computes (``--no-gc``)
+NO_GC = False
+
+
+def _gc_timer() -> Any:
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append(perf_counter())
+        elif started:
+            spent = perf_counter() - started.pop()
+            if GC_SECONDS:
+                GC_SECONDS[-1] += spent
+
+    return on_gc
+
+
 def compute(n: int, scheduler: str) -> float:
     dsk = graph(n)
     get = dask.base.named_schedulers[scheduler]
+    GC_SECONDS.append(0.0)
+    if NO_GC:
+        gc.collect()
+        gc.disable()
     t = perf_counter()
-    get(dsk, "total-bench")
-    return perf_counter() - t
+    try:
+        get(dsk, "total-bench")
+        return perf_counter() - t
+    finally:
+        gc.enable()
 
 
 def connect() -> RecordingComm:
@@ -178,8 +212,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--scheduler", default="sync", choices=["sync", "threads", "processes"])
+    ap.add_argument("--no-gc", action="store_true", help="no garbage collection while timed")
     args = ap.parse_args()
     n, sched = args.tasks, args.scheduler
+    global NO_GC
+    NO_GC = args.no_gc
+    gc.callbacks.append(_gc_timer())
     compute(2000, sched)  # warm up
     bare: list[float] = []
     panel: list[float] = []
@@ -187,8 +225,11 @@ def main() -> None:
     cpus: list[float] = []
     stats: dict[str, float] = {}
 
+    gc_bare: list[float] = []
+
     def run_bare() -> None:
         bare.append(compute(n, sched))
+        gc_bare.append(GC_SECONDS[-1])
 
     def run_panel() -> None:
         nonlocal stats
@@ -215,7 +256,13 @@ def main() -> None:
     slow = [100 * (p / b - 1) for p, b in zip(panel, bare, strict=True)]
     slow_prof = [100 * (p / b - 1) for p, b in zip(prof, bare, strict=True)]
     b, p, pr = (statistics.median(x) for x in (bare, panel, prof))
-    print(f"{n:,} trivial tasks, scheduler={sched}, {args.repeat} rounds")
+    gc_share = statistics.median(g / b for g, b in zip(gc_bare, bare, strict=True))
+    gc_note = (
+        "garbage collection off while timed"
+        if NO_GC
+        else f"garbage collection {100 * gc_share:.0f}% of the bare compute"
+    )
+    print(f"{n:,} trivial tasks, scheduler={sched}, {args.repeat} rounds; {gc_note}")
     print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s (median)")
     print(
         f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown"

@@ -290,17 +290,17 @@ class TaskCollector(Collector):
         written): only those rows are decoded, however long the table."""
         hooks.flush()
         with self.lock:
-            first, n, text, base = self.columns.first, self.columns.n, self.text, self.text_base
-            names, ends = self._cols["name"], self._cols["end"]
-            out = []
-            for row in rows:
-                i = row - first
-                if not first <= row < n:
-                    out.append("")
-                    continue
-                lo = (int(ends[i - 1]) if i else base) - base
-                out.append(_label(self.names, int(names[i]), bytes(text[lo : int(ends[i]) - base])))
-            return out
+            first, kept = self.columns.first, self.columns.n - self.columns.first
+            c = self._cols
+            return _labels_at(
+                [row - first for row in rows],
+                names=self.names,
+                nids=c["name"],
+                ends=c["end"],
+                text=self.text,
+                base=self.text_base,
+                count=kept,
+            )
 
     def _end_before(self, lo: int) -> int:
         """Absolute text offset where row ``lo``'s suffix starts (call under lock)."""
@@ -376,11 +376,33 @@ def _key_labels(
 def keys_at(compact: dict[str, Any], rows: list[int]) -> list[str]:
     """Key labels of rows ``rows`` (0 = the oldest kept) of a compact table; ``""`` for a
     row out of range. Only those rows are decoded."""
-    cols, names, text, base = compact["rows"], compact["names"], compact["text"], compact["base"]
-    ends, nids, n = cols["end"], cols["name"], len(cols["end"])
+    cols = compact["rows"]
+    return _labels_at(
+        rows,
+        names=compact["names"],
+        nids=cols["name"],
+        ends=cols["end"],
+        text=compact["text"],
+        base=compact["base"],
+        count=len(cols["end"]),
+    )
+
+
+def _labels_at(
+    rows: list[int],
+    *,
+    names: list[tuple[str, int]],
+    nids: Any,
+    ends: Any,
+    text: bytes | bytearray,
+    base: int,
+    count: int,
+) -> list[str]:
+    """Labels of rows ``rows`` (0-based; ``""`` outside ``0..count-1``) from a name-id and
+    an end-offset column over ``text`` (whose first byte is at offset ``base``)."""
     out = []
     for i in rows:
-        if not 0 <= i < n:
+        if not 0 <= i < count:
             out.append("")
             continue
         lo = (int(ends[i - 1]) if i else base) - base
