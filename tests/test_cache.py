@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+import time
 from operator import add
 from typing import Any
 
 import dask
 import numpy as np
+import pytest
 from dask.callbacks import Callback as DaskCallback
 
 import daskprofile
@@ -88,3 +91,53 @@ def test_occupancy_follows_dasks_cache_task_by_task() -> None:
     assert totals[:-1] == held
     assert totals[-1] == 0  # everything is let go when the compute ends
     assert max(held) < len(dsk)  # releases happened along the way
+
+
+def _random_graph(seed: int) -> tuple[dict[Any, Any], list[Any]]:
+    """A DAG of string and tuple keys, results with one or more dependents, two outputs (one
+    of them also a dependency of the other)."""
+    rng = random.Random(seed)
+    keys: list[Any] = []
+    dsk: dict[Any, Any] = {}
+    for i in range(60):
+        key: Any = f"s-{i:08x}{'ab' * 12}" if i % 3 == 0 else (f"t{i % 4}-ab12cd34", i)
+        deps = rng.sample(keys, min(len(keys), rng.randint(1, 3)))
+        dsk[key] = (_plus_one, *deps)
+        keys.append(key)
+    used = {dep for task in dsk.values() for dep in task[1:] if dep in dsk}
+    dsk["total-ee11ff22"] = (_plus_one, *(k for k in keys if k not in used), keys[30])
+    return dsk, ["total-ee11ff22", keys[30]]
+
+
+def _plus_one(*xs: int) -> int:
+    time.sleep(0.001)  # tasks 1 ms apart: each one's rows are told apart by their time
+    return sum(xs) + 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("metric", [None, 2.5])
+def test_occupancy_matches_dask_on_random_graphs(seed: int, metric: float | None) -> None:
+    """String and tuple keys, shared dependencies, two outputs, a metric or not: after every
+    task the occupancy summed over groups is what dask's cache holds."""
+    dsk, outputs = _random_graph(seed)
+    scale = 1.0 if metric is None else metric
+    held: list[float] = []
+
+    def posttask(key: Any, res: Any, d: Any, state: dict[str, Any], w: Any) -> None:
+        held.append(scale * len(state["cache"]))
+
+    options: dict[str, Any] = {"resources": False, "stacks": False}
+    if metric is not None:
+        options["metric"] = lambda value: metric
+    with daskprofile.profile(**options) as run, DaskCallback(posttask=posttask):
+        dask.get(dsk, outputs)
+    # the occupancy summed over groups as of each task's end (its rows carry its stop time)
+    rows = run.cache
+    totals = []
+    for stop in sorted(run.tasks["stop"]):
+        upto = rows[rows["time"] <= stop + 2e-4]
+        totals.append(upto.groupby("group")["metric"].last().sum())
+    assert len(held) == len(run.tasks) == len(dsk)
+    assert totals == held
+    assert rows.groupby("group")["metric"].last().sum() == 0  # all let go at the end
+    assert max(held) < len(dsk) * scale  # releases happened along the way

@@ -31,15 +31,21 @@ _Rows = tuple[list[float], list[int], list[float]]
 
 
 class _Cached:
-    """What one compute has in dask's cache: the group of each result held, its metric
-    where it is not 1 (a ``metric=`` function), and dependents still to run."""
+    """What one compute holds in dask's cache: its occupancy per group, the metric of each
+    result held (a ``metric=`` function only), and dependents still to finish of results
+    with several.
 
-    __slots__ = ("live", "remaining", "values")
+    No entry per result is needed otherwise: every dependency of a task that finished has
+    finished itself, so a dependency's group is found again from its name when its last
+    dependent finishes.
+    """
 
-    def __init__(self) -> None:
-        self.live: dict[Hashable, int] = {}  # key -> group id
-        self.values: dict[Hashable, float] = {}  # key -> metric, when not 1
-        self.remaining: dict[Hashable, int] = {}  # key -> dependents not finished yet
+    __slots__ = ("held", "remaining", "values")
+
+    def __init__(self, metric: bool) -> None:
+        self.held: dict[int, float] = {}  # group id -> what this compute holds in the cache
+        self.values: dict[Hashable, float] | None = {} if metric else None  # key -> metric
+        self.remaining: dict[Hashable, int] = {}  # key -> dependents not finished yet (> 0)
 
 
 class CacheCollector(Collector):
@@ -79,13 +85,13 @@ class CacheCollector(Collector):
 
     def on_compute_start(self, compute: Compute) -> None:
         self.columns.repair()
-        self._computes[compute.id] = _Cached()
+        self._computes[compute.id] = _Cached(self.metric is not None)
 
     def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
         cached = self._computes.get(compute.id)
         if cached is None:
             return
-        find, live, occ = self._names.get, cached.live, self.occupancy
+        find, occ, held = self._names.get, self.occupancy, cached.held
         has_deps = (compute.state.get("dependencies") or {}).get
         rows: _Rows = ([], [], [])
         when_col, group_col, level_col = rows
@@ -96,12 +102,12 @@ class CacheCollector(Collector):
                 gid = find(key[0] if type(key) is tuple else key)
                 if gid is None:
                     gid = self._new_group(key, compute)
-                live[key] = gid
                 if has_deps(key):  # results it depends on may be released now
-                    self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows)
+                    self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows, held)
                     continue
                 level = occ[gid] + 1.0
                 occ[gid] = level
+                held[gid] = held.get(gid, 0.0) + 1.0
                 when_col.append(stop)
                 group_col.append(gid)
                 level_col.append(level)
@@ -121,22 +127,17 @@ class CacheCollector(Collector):
         if event.error is not None or cached is None or self.metric is None:
             return
         value = float(self.metric(result))
+        key = event.key
         rows: _Rows = ([], [], [])
         with self.lock:  # new groups get their occupancy slot under the lock
-            self._apply(event.stop, self._finished(compute, cached, event.key, value), rows)
+            gid = self._names.get(key[0] if type(key) is tuple else key)
+            if gid is None:
+                gid = self._new_group(key, compute)
+            if cached.values is not None:
+                cached.values[key] = value
+            changes = self._released(compute, cached, key, gid, value)
+            self._apply(event.stop, changes, rows, cached.held)
             self._append(rows)
-
-    def _finished(
-        self, compute: Compute, cached: _Cached, key: Hashable, value: float
-    ) -> dict[int, float]:
-        """``key``'s result entered the cache: the change per group, releases included."""
-        gid = self._names.get(key[0] if type(key) is tuple else key)
-        if gid is None:
-            gid = self._new_group(key, compute)
-        cached.live[key] = gid
-        if value != 1.0:
-            cached.values[key] = value
-        return self._released(compute, cached, key, gid, value)
 
     def _released(
         self, compute: Compute, cached: _Cached, key: Hashable, gid: int, value: float
@@ -149,39 +150,48 @@ class CacheCollector(Collector):
         if not deps:
             return changes
         dependents, remaining, outputs = state["dependents"], cached.remaining, compute.outputs
+        values, find = cached.values, self._names.get
         for dep in deps:
-            left = remaining.pop(dep, None)
-            if left is None:
-                left = len(dependents.get(dep, ()))
-            if left > 1:
-                remaining[dep] = left - 1
-            elif dep not in outputs:  # its last dependent: dask releases it now
-                dep_gid = cached.live.pop(dep, None)
-                if dep_gid is not None:
-                    value = cached.values.pop(dep, 1.0) if cached.values else 1.0
-                    changes[dep_gid] = changes.get(dep_gid, 0.0) - value
+            n = len(dependents.get(dep, ()))
+            if n > 1:  # not its last dependent, unless the others have finished
+                left = remaining.get(dep, n) - 1
+                if left:
+                    remaining[dep] = left
+                    continue
+                del remaining[dep]
+            if dep in outputs:
+                continue  # dask keeps what the compute returns
+            dep_gid = find(dep[0] if type(dep) is tuple else dep)
+            if dep_gid is None:  # a string key: found again from its name's stem
+                dep_gid = self.index.index(dep)
+            delta = values.pop(dep, 0.0) if values is not None else 1.0
+            changes[dep_gid] = changes.get(dep_gid, 0.0) - delta
         return changes
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         cached = self._computes.pop(compute.id, None)
-        if cached is None or not cached.live:
+        if cached is None:
             return
-        changes: dict[int, float] = {}
-        values = cached.values
-        for key, gid in cached.live.items():
-            changes[gid] = changes.get(gid, 0.0) - (values.get(key, 1.0) if values else 1.0)
+        changes = {gid: -level for gid, level in cached.held.items() if level}
+        if not changes:
+            return
         rows: _Rows = ([], [], [])
         with self.lock:  # what dask drops at the end: the outputs it returned
-            self._apply(perf_counter(), changes, rows)
+            self._apply(perf_counter(), changes, rows, None)
             self._append(rows)
 
-    def _apply(self, when: float, changes: dict[int, float], rows: _Rows) -> None:
-        """Apply one task's changes per group at ``when``: rows for the non-zero ones."""
+    def _apply(
+        self, when: float, changes: dict[int, float], rows: _Rows, held: dict[int, float] | None
+    ) -> None:
+        """Apply one task's changes per group at ``when`` (to the compute's ``held`` too):
+        rows for the non-zero ones."""
         occ = self.occupancy
         for gid, delta in changes.items():
             if delta == 0.0:
                 continue  # a result replaced another of its group: nothing to draw
             occ[gid] += delta
+            if held is not None:
+                held[gid] = held.get(gid, 0.0) + delta
             rows[0].append(when)
             rows[1].append(gid)
             rows[2].append(occ[gid])
