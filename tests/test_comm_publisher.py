@@ -287,3 +287,37 @@ def test_streaming_a_run_to_the_panel_never_imports_pandas() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "False"], out.stdout + out.stderr
+
+
+def _fail(*args: Any) -> None:
+    raise ZeroDivisionError("on purpose")
+
+
+def test_progress_counts_erred_tasks_among_the_finished_ones() -> None:
+    """``done`` is every finished task, erred ones included (the panel draws ``done -
+    erred`` as succeeded): a group whose only task raised is 1 / 1 with 1 erred."""
+    import pytest
+
+    import daskprofile
+    from daskprofile.jupyter.feed import Feed, frozen_sources
+
+    dsk = {
+        ("ok-aa11", 0): (add, 1, 1),
+        ("ok-aa11", 1): (add, 1, 2),
+        ("bad-bb22", 0): (_fail, ("ok-aa11", 0), ("ok-aa11", 1)),
+    }
+    with (
+        pytest.raises(ZeroDivisionError),
+        daskprofile.profile(resources=False, stacks=False) as run,
+    ):
+        dask.get(dsk, ("bad-bb22", 0))
+    messages = Feed(run, frozen_sources(run)).replay()
+    (progress,) = [data for data, _ in messages if data["type"] == "progress"]
+    names = {data["type"]: data for data, _ in messages}["groups"]["names"]
+    by_group = {
+        names[g]: (total, done, erred)
+        for g, total, done, erred in zip(
+            progress["groups"], progress["total"], progress["done"], progress["erred"], strict=True
+        )
+    }
+    assert by_group == {"ok": (2, 2, 0), "bad": (1, 1, 1)}

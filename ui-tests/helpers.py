@@ -90,6 +90,7 @@ async ({run, n, workers, groups, batch, duration, gap, samples, keysHtml}) => {
         labels: Array.from({length: workers}, (_, i) => 'thread ' + (i + 1)), kinds: Array(workers).fill('thread')});
   const perLane = Math.ceil(n / workers);
   const step = duration + gap;
+  const finished = new Array(groups).fill(0), erred = new Array(groups).fill(0);
   let row = 0;
   while (row < n) {
     const m = Math.min(batch, n - row);
@@ -104,6 +105,7 @@ async ({run, n, workers, groups, batch, duration, gap, samples, keysHtml}) => {
       const jitter = ((r * 2654435761) % 1000) / 1000;
       const t = k * step - base;
       w[j] = lane; g[j] = (k + lane) % groups; st[j] = r % 997 === 0 ? 1 : 0;
+      finished[g[j]] += 1; erred[g[j]] += st[j];
       sub[j] = t - gap * jitter; s[j] = t; e[j] = t + duration * (0.3 + 0.7 * jitter);
     }
     send({type: 'tasks', run, n: m, base, first: row, columns: ['group', 'worker', 'status', 'submit', 'start', 'stop']},
@@ -138,8 +140,8 @@ async ({run, n, workers, groups, batch, duration, gap, samples, keysHtml}) => {
     }
     send({type: 'stacks', run, t_start: c, t_end: c + 1, trees});
   }
-  send({type: 'progress', run, groups: names.map((_, i) => i), total: names.map(() => Math.ceil(n / groups)),
-        done: names.map(() => Math.ceil(n / groups)), erred: names.map((_, i) => (i === 1 ? 2 : 0))});
+  // as the kernel counts them: done = every finished task, erred = those that raised
+  send({type: 'progress', run, groups: names.map((_, i) => i), total: finished, done: finished, erred});
   if (keysHtml) {
     send({type: 'keys', run, indices: [0, 1], keys: ['<img src=x onerror="window.__xss=1">', "('inc-<b>bold</b>', 0)"]});
   }

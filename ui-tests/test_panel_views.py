@@ -460,18 +460,18 @@ def test_progress_shows_erred_counts_and_groups_not_started(page: Any, lab: Any)
     synthetic_run(page, run="p", n=500, workers=2, groups=3)
     wait_data(page, "run-state", "v === 'finished'")
     rows = _progress_rows(page)
-    # the synthetic run reports 2 erred tasks in its second group ("add")
+    # the synthetic run's row 0 erred: it is in the first group ("inc")
     assert rows == {
-        "inc": "167 / 167",
-        "add": "167 / 167 (2 erred)",
-        "sum-aggregate": "167 / 167",
+        "inc": "167 / 167 (1 erred)",
+        "add": "167 / 167",
+        "sum-aggregate": "166 / 166",
     }, rows
-    erred = page.locator(".jp-DaskProfile-progressRow", has_text="add").locator(
+    erred = page.locator(".jp-DaskProfile-progressRow", has_text="inc").locator(
         ".jp-DaskProfile-progressErred"
     )
     width = erred.evaluate("e => e.getBoundingClientRect().width")
     assert width > 0, width
-    ok_erred = page.locator(".jp-DaskProfile-progressRow", has_text="inc").locator(
+    ok_erred = page.locator(".jp-DaskProfile-progressRow", has_text="add").locator(
         ".jp-DaskProfile-progressErred"
     )
     assert ok_erred.evaluate("e => e.getBoundingClientRect().width") == 0

@@ -165,8 +165,8 @@ class Feed:
     group_names: list[str] = field(default_factory=list)
     group_ids: dict[str, int] = field(default_factory=dict)
     worker_labels: list[str] = field(default_factory=list)
-    done: dict[int, int] = field(default_factory=dict)
-    erred: dict[int, int] = field(default_factory=dict)
+    done: dict[int, int] = field(default_factory=dict)  # group id -> tasks that succeeded
+    erred: dict[int, int] = field(default_factory=dict)  # group id -> tasks that raised
     rows: int = 0  # task rows read so far
     progress_at: float = 0.0  # when the last live progress message was made
 
@@ -220,16 +220,16 @@ class Feed:
         return self.start() + self.poll(final=True) + self.progress() + self.end()
 
     def progress(self) -> list[encode.Message]:
-        """``progress`` per group (totals from the graphs when known)."""
+        """``progress`` per group (totals from the graphs when known): ``done`` counts every
+        finished task, ``erred`` those of them that raised."""
         if not self.group_names:
             return []
         totals = dict(self.sources.totals()) if self.sources.totals else {}
         ids = list(range(len(self.group_names)))
-        done = [self.done.get(i, 0) for i in ids]
         erred = [self.erred.get(i, 0) for i in ids]
+        done = [self.done.get(i, 0) + e for i, e in zip(ids, erred, strict=True)]
         total = [
-            max(totals.get(name, 0), d + e)
-            for name, d, e in zip(self.group_names, done, erred, strict=True)
+            max(totals.get(name, 0), d) for name, d in zip(self.group_names, done, strict=True)
         ]
         return [encode.progress(self.id, ids, total, done, erred)]
 
