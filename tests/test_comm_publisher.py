@@ -10,10 +10,12 @@ from typing import Any
 
 import dask
 import numpy as np
+import pytest
 
+import daskprofile
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
-from daskprofile.jupyter.feed import decimate
+from daskprofile.jupyter.feed import Feed, decimate, frozen_sources
 from daskprofile.jupyter.publisher import Connection
 
 
@@ -296,11 +298,6 @@ def _fail(*args: Any) -> None:
 def test_progress_counts_erred_tasks_among_the_finished_ones() -> None:
     """``done`` is every finished task, erred ones included (the panel draws ``done -
     erred`` as succeeded): a group whose only task raised is 1 / 1 with 1 erred."""
-    import pytest
-
-    import daskprofile
-    from daskprofile.jupyter.feed import Feed, frozen_sources
-
     dsk = {
         ("ok-aa11", 0): (add, 1, 1),
         ("ok-aa11", 1): (add, 1, 2),
