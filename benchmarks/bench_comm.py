@@ -18,7 +18,7 @@ with the Jupyter message envelope (header, parent header, metadata, comm id) as
 ``jupyter_client.Session`` serialises it.
 Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
 Garbage collection: a compute of 100k tasks spends ~30% of its time in Python's collector
-(7 full collections of the graph, whose total varies by +-10% from one compute to the next,
+(9 full collections of the graph, whose total varies by up to +-10% from one compute to the next,
 with or without daskprofile); that spread, not our cost, is most of the IQR. ``--no-gc``
 disables the collector during each timed compute (it runs between computes) to measure what
 streaming itself costs; the default is what a user sees.

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
 import threading
 import time
+import tracemalloc
 import uuid
 from operator import add
 from typing import Any
@@ -13,6 +17,7 @@ import numpy as np
 import pytest
 
 import daskprofile
+from daskprofile import recorder
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
 from daskprofile.jupyter.feed import Feed, decimate, frozen_sources
@@ -206,11 +211,6 @@ class _CountingComm(_RecordingComm):
 def test_runs_recorded_for_the_panel_keep_compact_task_tables() -> None:
     """The kernel keeps the panel's last runs for replays: each must hold its tasks in the
     compact form (issue budget: <= 100 B/task retained), not every key as a str."""
-    import gc
-    import tracemalloc
-
-    from daskprofile import recorder
-
     n = 20_000
     dsk: dict[Any, Any] = {("inc-abc12345", i): (add, i, 1) for i in range(n)}
     dsk["total-abc12345"] = (sum, [("inc-abc12345", i) for i in range(n)])
@@ -277,9 +277,6 @@ print("run_end" in comm.sent, "tasks" in comm.sent, "pandas" in sys.modules)
 def test_streaming_a_run_to_the_panel_never_imports_pandas() -> None:
     """The publisher shares the GIL with the user's next compute: importing pandas there
     (to summarise a run) held it for ~0.6 s at the first run's end."""
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-c", _STREAM_ONE_RUN],
         check=False,

@@ -182,6 +182,11 @@ def test_keys_of_single_rows_match_the_decoded_table() -> None:
     run = Run({}, {"tasks": collector.snapshot_compact()})
     assert run.task_keys([29, 28, 27, 0, -1, 30]) == expected
     assert run.task_keys(list(range(30))) == run.tasks["key"].tolist()
+    # a hover on a finished run: the panel sends absolute rows
+    from daskprofile.jupyter.publisher import _keys
+
+    assert run.dropped("tasks") == first
+    assert _keys(run, None, rows) == expected
 
 
 class _Result:

@@ -161,6 +161,12 @@ class Run:
             return decode(table, keys=keys)
         return table  # type: ignore[no-any-return]
 
+    def dropped(self, name: str) -> int:
+        """Rows of table ``name`` lost to the memory cap (its first kept row's index), read
+        without decoding the table."""
+        table = self._table(name)
+        return int(table.get("dropped", 0) or 0) if isinstance(table, Mapping) else 0
+
     def task_keys(self, rows: list[int]) -> list[str]:
         """Key labels of task rows ``rows`` (positions in :attr:`tasks`; ``""`` out of
         range), decoding only those rows."""

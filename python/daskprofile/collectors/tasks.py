@@ -364,11 +364,8 @@ def _key_labels(
     ends = rows["end"].astype(np.int64) - base
     starts = np.zeros_like(ends)
     starts[1:] = ends[:-1]
-    prefixes = [p for p, _ in names]
     return [
-        prefixes[n] + text[s:e].decode()
-        if n < UUID_FLAG
-        else prefixes[n ^ UUID_FLAG] + _uuid_text(text[s:e])
+        _label(names, n, text[s:e])
         for n, s, e in zip(rows["name"].tolist(), starts.tolist(), ends.tolist(), strict=False)
     ]
 

@@ -517,7 +517,7 @@ def _keys(run: Run, feed: Feed | None, indices: list[int]) -> list[str]:
     lookup = feed.sources.keys if feed is not None else None
     if lookup is not None:
         return lookup(indices)
-    first = int(run.raw("tasks", keys=False).get("dropped", 0) or 0)
+    first = run.dropped("tasks")
     return run.task_keys([i - first for i in indices])
 
 
