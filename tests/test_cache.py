@@ -8,6 +8,7 @@ from operator import add
 from typing import Any
 
 import dask
+import dask.multiprocessing
 import numpy as np
 import pytest
 from dask.callbacks import Callback as DaskCallback
@@ -114,9 +115,16 @@ def _plus_one(*xs: int) -> int:
     return sum(xs) + 1
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("metric", [None, 2.5])
-def test_occupancy_matches_dask_on_random_graphs(seed: int, metric: float | None) -> None:
+@pytest.mark.parametrize(
+    ("seed", "metric", "scheduler"),
+    [
+        *((seed, metric, "sync") for seed in (1, 2, 3) for metric in (None, 2.5)),
+        (1, None, "processes"),  # results come back in envelopes: no dependency counts
+    ],
+)
+def test_occupancy_matches_dask_on_random_graphs(
+    seed: int, metric: float | None, scheduler: str
+) -> None:
     """String and tuple keys, shared dependencies, two outputs, a metric or not: after every
     task the occupancy summed over groups is what dask's cache holds."""
     dsk, outputs = _random_graph(seed)
@@ -130,7 +138,10 @@ def test_occupancy_matches_dask_on_random_graphs(seed: int, metric: float | None
     if metric is not None:
         options["metric"] = lambda value: metric
     with daskprofile.profile(**options) as run, DaskCallback(posttask=posttask):
-        dask.get(dsk, outputs)
+        if scheduler == "sync":
+            dask.get(dsk, outputs)
+        else:  # one worker: tasks end in the order dask sees them
+            dask.multiprocessing.get(dsk, outputs, num_workers=1, optimize_graph=False)
     # the occupancy summed over groups as of each task's end (its rows carry its stop time)
     rows = run.cache
     totals = []

@@ -330,6 +330,45 @@ def test_batched_listener_costs_no_per_task_callback_and_gets_every_task() -> No
     assert {e.tid for e in lst.events} <= {t.ident for t in threading.enumerate()}
 
 
+_RAN: dict[Any, tuple[int, float, float]] = {}
+
+
+def _note_where(i: int) -> int:
+    t0 = time.perf_counter()
+    time.sleep(0.002)
+    _RAN[i] = (threading.get_ident(), t0, time.perf_counter())
+    return i
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_tasks_are_timed_in_the_thread_that_ran_them_whatever_the_submit(pooled: bool) -> None:
+    """dask's own sync scheduler runs tasks in the computing thread; a scheduler built on
+    ``dask.local.get_async`` with dask's default ``get_id`` may hand them to a pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _RAN.clear()
+    keys = [("where-ab12cd34", i) for i in range(12)]
+    dsk = {key: (_note_where, key[1]) for key in keys}
+    lst = Batches()
+    hooks.add_listener(lst)
+    try:
+        if pooled:
+            with ThreadPoolExecutor(3) as pool:
+                out = dask.local.get_async(pool.submit, 3, dsk, keys)
+        else:
+            out = dask.get(dsk, keys)
+    finally:
+        hooks.remove_listener(lst)
+    assert list(out) == list(range(12))
+    assert len(lst.events) == len(keys)
+    for event in lst.events:
+        tid, t0, t1 = _RAN[event.key[1]]
+        assert event.tid == tid
+        assert event.submit <= event.start <= t0 < t1 <= event.stop
+    threads = {event.tid for event in lst.events}
+    assert (threading.get_ident() in threads) is not pooled
+
+
 @pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
 def test_batched_and_per_task_listeners_see_the_same_events(scheduler: str) -> None:
     batched, per_task = Batches(), Recorder()

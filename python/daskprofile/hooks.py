@@ -15,6 +15,7 @@ run it wraps ``loads``/``dumps``/``pack_exception`` in small objects, in one of 
   the compute's pending list and hands the result back untouched. Nothing else happens per
   task, on either side: pending rows reach listeners' :meth:`Listener.on_tasks` in batches
   (every :data:`BATCH` tasks, when a reader calls :func:`flush`, and when the compute ends).
+  On the sync scheduler a task runs as it is handed out: no submit time is taken.
 * **envelope** (the processes scheduler, or a listener that wants each result through
   :meth:`Listener.on_task`): the result travels back inside a picklable :class:`TaskEvent`;
   the scheduling side unwraps it in ``loads`` before dask sees it.
@@ -117,24 +118,29 @@ class TaskEvent:
 #: pending task rows of a compute are handed to listeners once this many have finished
 BATCH = 512
 
-#: a row of a compute's pending list: (key, submit, start, stop, pid, tid, error, extra)
-Row = tuple[Hashable, float, float, float, int, int, "str | None", "dict[str, Any] | None"]
+#: a row of a compute's pending list:
+#: (key, submit, start, stop, pid, tid, error, extra, number of dependencies or None)
+Row = tuple[
+    Hashable, float, float, float, int, int, "str | None", "dict[str, Any] | None", "int | None"
+]
 
 
 class TaskBatch:
     """Task events of one compute, in the order they finished, as parallel columns.
 
     ``key``, ``submit``/``start``/``stop`` (perf_counter seconds), ``pid``, ``tid``,
-    ``error`` (exception type name or ``None``) and ``extra`` (worker-hook payloads or
-    ``None``) are tuples of equal length. Iterating gives :class:`TaskEvent` objects.
+    ``error`` (exception type name or ``None``), ``extra`` (worker-hook payloads or
+    ``None``) and ``deps`` (how many results the task was given, ``None`` where not
+    known) are tuples of equal length. Iterating gives :class:`TaskEvent` objects.
     """
 
-    __slots__ = ("error", "extra", "key", "pid", "start", "stop", "submit", "tid")
+    __slots__ = ("deps", "error", "extra", "key", "pid", "start", "stop", "submit", "tid")
 
     def __init__(self, rows: list[Row]) -> None:
-        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 8
+        cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 9
         self.key, self.submit, self.start, self.stop = cols[0], cols[1], cols[2], cols[3]
         self.pid, self.tid, self.error, self.extra = cols[4], cols[5], cols[6], cols[7]
+        self.deps = cols[8]
 
     def __len__(self) -> int:
         return len(self.key)
@@ -288,6 +294,8 @@ def _local_wrappers(
     scheduling side passes results through. Closures, not objects: these run four times
     per task and a closure call costs half an instance ``__call__``.
     """
+    if compute.inline:
+        return _sync_wrappers(compute, pack_exception)
     hooks = _local_hooks(compute.worker_hooks)
     pending = compute.pending
     append = pending.append
@@ -301,11 +309,12 @@ def _local_wrappers(
         try:
             task = info[0]
             key = task.key
+            deps = len(info[1])
         except Exception:
-            task = key = None
+            task = key = deps = None
         for hook in hooks:
             _call_hook(hook.on_start, key)
-        running[get_ident()] = (key, task, submit, perf_counter())  # the task runs from here
+        running[get_ident()] = (key, task, submit, perf_counter(), deps)  # the task runs now
         return info
 
     def dumps(obj: Any) -> Any:
@@ -315,21 +324,75 @@ def _local_wrappers(
         if task is None:  # the scheduling side handing out a task
             return (obj, stop, _SENT)
         extra = _task_done(False, hooks) if hooks else None
-        append((task[0], task[2], task[3], stop, _pid, tid, None, extra))
+        append((task[0], task[2], task[3], stop, _pid, tid, None, extra, task[4]))
         if len(pending) >= BATCH:
             drain()
         return obj
 
+    return loads, dumps, _local_pack(compute, pack_exception, hooks, dumps)
+
+
+def _sync_wrappers(
+    compute: Compute, pack_exception: Callable[[BaseException, Any], Any]
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """:func:`_local_wrappers` for the sync scheduler, where a task runs as soon as it is
+    handed out, in the computing thread: no submit time (it would be the start) and no
+    thread lookups. Where a task runs, ``loads`` receives ``(task, dependencies' results)``
+    (a dict); the scheduling side receives ``(result, worker id)``."""
+    hooks = _local_hooks(compute.worker_hooks)
+    pending = compute.pending
+    append = pending.append
+    drain = compute.drain
+    running = _running
+    tid = compute.thread
+
+    def loads(obj: Any) -> Any:
+        if type(obj) is not tuple or len(obj) != 2 or type(obj[1]) is not dict:
+            return obj  # the scheduling side receiving a result
+        try:
+            task = obj[0]
+            key = task.key
+        except Exception:
+            task = key = None
+        for hook in hooks:
+            _call_hook(hook.on_start, key)
+        start = perf_counter()  # the task runs from here
+        running[tid] = (key, task, start, start, len(obj[1]))
+        return obj
+
+    def dumps(obj: Any) -> Any:
+        task = running.pop(tid, None)
+        if task is None:  # the scheduling side handing out a task
+            return obj
+        stop = perf_counter()
+        extra = _task_done(False, hooks) if hooks else None
+        append((task[0], task[2], task[3], stop, _pid, tid, None, extra, task[4]))
+        if len(pending) >= BATCH:
+            drain()
+        return obj
+
+    return loads, dumps, _local_pack(compute, pack_exception, hooks, dumps)
+
+
+def _local_pack(
+    compute: Compute,
+    pack_exception: Callable[[BaseException, Any], Any],
+    hooks: tuple[WorkerHook, ...],
+    dumps: Callable[[Any], Any],
+) -> Callable[[BaseException, Any], Any]:
+    """Local-mode ``pack_exception``: the failing task's row, then dask's own packing."""
+    append = compute.pending.append
+
     def pack(exc: BaseException, dumps_: Any) -> Any:
         stop = perf_counter()
         tid = get_ident()
-        task = running.pop(tid, None) or (None, None, stop, stop)
+        task = _running.pop(tid, None) or (None, None, stop, stop, None)
         extra = _task_done(False, hooks) if hooks else None
-        append((task[0], task[2], task[3], stop, _pid, tid, type(exc).__name__, extra))
+        append((task[0], task[2], task[3], stop, _pid, tid, type(exc).__name__, extra, task[4]))
         # dask's sync default re-raises here: the row is already pending
         return pack_exception(exc, _identity if dumps_ is dumps else dumps_)
 
-    return loads, dumps, pack
+    return pack
 
 
 class _Loads:
@@ -504,6 +567,8 @@ class Compute:
         self.per_task = bool(self._on_task)
         #: whether tasks are timed in local mode (set by the hook before the compute runs)
         self.local = False
+        #: whether each task runs in the computing thread as it is handed out (sync)
+        self.inline = False
 
     def _set_hooks(self, table: dict[str, list[tuple[Any, Callable[..., None]]]]) -> None:
         # a listener with on_tasks gets batches only, even if it also has on_task
@@ -599,7 +664,9 @@ class Compute:
 
     def _pend(self, ev: TaskEvent) -> None:
         pending = self.pending
-        pending.append((ev.key, ev.submit, ev.start, ev.stop, ev.pid, ev.tid, ev.error, ev.extra))
+        pending.append(
+            (ev.key, ev.submit, ev.start, ev.stop, ev.pid, ev.tid, ev.error, ev.extra, None)
+        )
         if len(pending) >= BATCH:
             self.drain()
 
@@ -710,6 +777,13 @@ def _outputs(result: Any) -> frozenset[Any]:
         return frozenset()
 
 
+def _runs_inline(submit: Any) -> bool:
+    """Whether ``submit`` is dask's synchronous executor's (tasks run in the caller)."""
+    from dask.local import SynchronousExecutor
+
+    return isinstance(getattr(submit, "__self__", None), SynchronousExecutor)
+
+
 def _wrap(a: dict[str, Any], compute: Compute) -> None:
     """Swap in the ``loads``/``dumps``/``pack_exception`` wrappers of ``compute``'s mode."""
     track, hooks = compute.track_running, compute.worker_hooks
@@ -735,6 +809,7 @@ def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
         and _is_identity(a["loads"])
         and _is_identity(a["dumps"])
     )
+    compute.inline = compute.local and _runs_inline(a.get("submit"))
     a["callbacks"] = [*callbacks, compute.callback()]
     if compute.timed:
         _wrap(a, compute)

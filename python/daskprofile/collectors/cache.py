@@ -5,13 +5,15 @@ When a task's result enters dask's cache its group's occupancy rises by ``metric
 releases a result when the last of its dependents has finished, unless the compute returns
 it; the collector counts dependents down the same way, so it needs no per-task call from the
 scheduler: with the default metric it takes task events in batches (O(dependencies) per
-task, where dask's CacheProfiler scans every cached key after every task). A row ``(time,
+task, where dask's CacheProfiler scans every cached key after every task; a task the hook
+saw given no results costs no lookup in dask's state at all). A row ``(time,
 group, metric)`` is written per group whose occupancy changed, so a chart draws one line
 per group.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable
 from time import perf_counter
 from typing import Any
@@ -91,26 +93,33 @@ class CacheCollector(Collector):
         cached = self._computes.get(compute.id)
         if cached is None:
             return
-        find, occ, held = self._names.get, self.occupancy, cached.held
+        find, occ = self._names.get, self.occupancy
         has_deps = (compute.state.get("dependencies") or {}).get
         rows: _Rows = ([], [], [])
         when_col, group_col, level_col = rows
-        with self.lock:
-            for key, stop, error in zip(batch.key, batch.stop, batch.error, strict=True):
+        with self.lock:  # nothing else changes the occupancy meanwhile
+            before = occ.copy()
+            for key, stop, error, deps in zip(
+                batch.key, batch.stop, batch.error, batch.deps, strict=True
+            ):
                 if error is not None:
                     continue
                 gid = find(key[0] if type(key) is tuple else key)
                 if gid is None:
                     gid = self._new_group(key, compute)
-                if has_deps(key):  # results it depends on may be released now
-                    self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows, held)
+                if deps if deps is not None else has_deps(key):
+                    # results it depends on may be released now
+                    self._apply(stop, self._released(compute, cached, key, gid, 1.0), rows, None)
                     continue
                 level = occ[gid] + 1.0
                 occ[gid] = level
-                held[gid] = held.get(gid, 0.0) + 1.0
                 when_col.append(stop)
                 group_col.append(gid)
                 level_col.append(level)
+            held = cached.held  # what the batch changed is now held by this compute
+            for gid in set(group_col):
+                change = occ[gid] - (before[gid] if gid < len(before) else 0.0)
+                held[gid] = held.get(gid, 0.0) + change
             self._append(rows)
 
     def _new_group(self, key: Hashable, compute: Compute) -> int:
@@ -149,24 +158,50 @@ class CacheCollector(Collector):
         deps = state["dependencies"].get(key) if "dependencies" in state else None
         if not deps:
             return changes
-        dependents, remaining, outputs = state["dependents"], cached.remaining, compute.outputs
-        values, find = cached.values, self._names.get
-        for dep in deps:
-            n = len(dependents.get(dep, ()))
+        released = self._last_dependent_of(state["dependents"], cached.remaining, deps)
+        outputs = compute.outputs
+        if outputs and not outputs.isdisjoint(released):
+            released = [dep for dep in released if dep not in outputs]  # dask keeps those
+        values = cached.values
+        if values is not None:
+            for dep in released:
+                dep_gid = self._gid_of(dep)
+                changes[dep_gid] = changes.get(dep_gid, 0.0) - values.pop(dep, 0.0)
+            return changes
+        # one group lookup per name, not per result: a task's dependencies share few names
+        for name, n in Counter([d[0] if type(d) is tuple else d for d in released]).items():
+            found = self._names.get(name)  # a string key: found again from its stem
+            dep_gid = self.index.index(name) if found is None else found
+            changes[dep_gid] = changes.get(dep_gid, 0.0) - n
+        return changes
+
+    @staticmethod
+    def _last_dependent_of(
+        dependents: dict[Hashable, Any], remaining: dict[Hashable, int], deps: Any
+    ) -> Any:
+        """The dependencies in ``deps`` whose last dependent to finish this is (dask
+        releases them now): counted down in ``remaining`` for those with several."""
+        try:
+            counts = list(map(len, map(dependents.__getitem__, deps)))
+        except (KeyError, TypeError):  # not in dask's state: no dependent counted
+            counts = [len(dependents.get(dep, ())) for dep in deps]
+        if counts.count(1) == len(counts):
+            return deps  # the usual case: each had this task as its only dependent
+        released = []
+        for dep, n in zip(deps, counts, strict=True):
             if n > 1:  # not its last dependent, unless the others have finished
                 left = remaining.get(dep, n) - 1
                 if left:
                     remaining[dep] = left
                     continue
                 del remaining[dep]
-            if dep in outputs:
-                continue  # dask keeps what the compute returns
-            dep_gid = find(dep[0] if type(dep) is tuple else dep)
-            if dep_gid is None:  # a string key: found again from its name's stem
-                dep_gid = self.index.index(dep)
-            delta = values.pop(dep, 0.0) if values is not None else 1.0
-            changes[dep_gid] = changes.get(dep_gid, 0.0) - delta
-        return changes
+            released.append(dep)
+        return released
+
+    def _gid_of(self, key: Hashable) -> int:
+        """Group id of a key whose group is known (every dependency has finished)."""
+        gid = self._names.get(key[0] if type(key) is tuple else key)
+        return self.index.index(key) if gid is None else gid
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         cached = self._computes.pop(compute.id, None)
