@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ import numpy as np
 import psutil
 import pytest
 
-from daskprofile.collectors import resources
+from daskprofile.collectors import _procfs, resources
 from daskprofile.collectors.resources import COLUMNS, ResourceCollector
 
 
@@ -211,3 +212,53 @@ def test_descendants_are_the_whole_tree(proc_children: bool) -> None:
             p.kill()
         child.kill()
         child.wait()
+
+
+def test_proc_reads_that_keep_the_gil_match_the_standard_library() -> None:
+    me = psutil.Process()
+    assert _procfs.available()
+    task_dir = f"/proc/{me.pid}/task"
+    assert sorted(_procfs.listdir(task_dir) or []) == sorted(os.listdir(task_dir))
+    with open(f"/proc/{me.pid}/stat", "rb") as f:
+        expected_fields = resources._stat_fields(f.read())[:5]
+    stat = _procfs.read(f"/proc/{me.pid}/stat")
+    assert stat is not None
+    assert resources._stat_fields(stat)[:5] == expected_fields
+    assert _procfs.read("/proc/no-such-pid/stat") is None
+    assert _procfs.listdir("/proc/no-such-pid/task") is None
+    started, cpu, rss = resources._proc_stat(me.pid) or (0, 0.0, 0)
+    times, memory = me.cpu_times(), me.memory_info()
+    assert abs(cpu - (times.user + times.system)) < 0.05
+    assert abs(rss - memory.rss) < 1 << 20
+    assert resources._boot_time() + started / resources._TICK == pytest.approx(
+        me.create_time(), abs=0.05
+    )
+
+
+def _blocked(tid: int) -> int:
+    """How many times thread ``tid`` of this process has given up its CPU (waited)."""
+    with open(f"/proc/self/task/{tid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split(":")[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc status")
+
+
+def test_a_sample_hands_the_gil_over_once_to_a_busy_thread() -> None:
+    """A pure-Python thread keeps the GIL; each time the sampler gives it up (any file or
+    directory call of the standard library does) and takes it back, the busy thread waits
+    twice. A sample reads /proc with the GIL kept: only its wake-up costs a hand-over."""
+    me = threading.get_native_id()
+    rc = ResourceCollector(dt=0.05)
+    rc.start()
+    try:
+        before, t0 = _blocked(me), time.perf_counter()
+        n = 0
+        while time.perf_counter() - t0 < 0.8:  # busy in Python, GIL held
+            n += 1
+        waits = _blocked(me) - before
+        samples = len(rc.snapshot()["time"]) - 1
+    finally:
+        rc.stop()
+    assert samples >= 5
+    assert waits <= 3 * samples + 4, (waits, samples)

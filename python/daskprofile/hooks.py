@@ -7,15 +7,16 @@ bindings ``dask.threaded`` and ``dask.multiprocessing`` made of it) is replaced 
 For each outermost compute the wrapper passes callbacks explicitly (dask's
 ``Callback.active`` or the caller's, plus our dispatcher), so dask's global callback swap -
 which loses records when two threads compute at once - never runs. To time tasks where they
-run it wraps ``loads``/``dumps``/``pack_exception`` in small objects, in one of two modes:
+run it works in one of two modes:
 
 * **local** (sync and threads schedulers, when every listener takes task events in
-  batches): the scheduling side's ``dumps`` of a task tags it with its submit time; where the
-  task runs, ``loads`` notes its start and ``dumps`` of its result appends one plain tuple to
-  the compute's pending list and hands the result back untouched. Nothing else happens per
+  batches): dask's ``submit`` is wrapped, so the executor runs dask's batches of tasks
+  through our ``run_batch``, which times each task around dask's own ``execute_task``
+  and appends one plain tuple to the compute's pending list. Nothing else happens per
   task, on either side: pending rows reach listeners' :meth:`Listener.on_tasks` in batches
   (every :data:`BATCH` tasks, when a reader calls :func:`flush`, and when the compute ends).
-  On the sync scheduler a task runs as it is handed out: no submit time is taken.
+  The submit time is taken per batch, except on the sync scheduler, where a task runs as
+  it is handed out.
 * **envelope** (the processes scheduler, or a listener that wants each result through
   :meth:`Listener.on_task`): the result travels back inside a picklable :class:`TaskEvent`;
   the scheduling side unwraps it in ``loads`` before dask sees it.
@@ -273,126 +274,81 @@ def _task_started(key: Hashable, task: Any, track: bool, hooks: tuple[WorkerHook
         _call_hook(hook.on_start, key)
 
 
-#: ends the ``(task_info, submit time, _SENT)`` tuple local-mode ``dumps`` makes of a task
-_SENT = object()
-
-
 def _local_hooks(hooks: tuple[WorkerHook, ...]) -> tuple[WorkerHook, ...]:
     """The worker hooks worth calling where tasks run in this process (not remote-only)."""
     return tuple(h for h in hooks if not getattr(h, "remote_only", False))
 
 
-def _local_wrappers(
-    compute: Compute, pack_exception: Callable[[BaseException, Any], Any]
-) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
-    """Local-mode ``loads``, ``dumps`` and ``pack_exception`` for ``compute``.
+def _error_name(packed: Any) -> str:
+    """Exception type name of a task dask reports failed (``(exception, traceback)``)."""
+    try:
+        return type(packed[0]).__name__
+    except Exception:
+        return "Exception"
 
-    ``dumps`` on the scheduling side tags a task with its submit time; where the task runs,
-    ``loads`` notes it in :data:`worker.running` (what the stack sampler reads, and how
-    ``dumps`` knows it runs where a task ran) and ``dumps`` of the result appends the task's
-    row to ``compute.pending`` and returns the result untouched; ``loads`` on the
-    scheduling side passes results through. Closures, not objects: these run four times
-    per task and a closure call costs half an instance ``__call__``.
+
+def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[..., Any]:
+    """Local-mode ``submit`` for ``compute``: hands dask's batches of tasks to the executor
+    as :func:`run_batch`, which times each task where it runs.
+
+    On the scheduling side this is one call per batch (a submit time is taken unless the
+    executor runs the batch right here: then it would be the start). Where the batch runs,
+    each task is noted in :data:`worker.running` (what the stack sampler reads, and how a
+    compute started inside a task knows it is nested) while dask's own ``execute_task``
+    runs it; then its row goes to ``compute.pending``. Nothing wraps dask's
+    ``loads``/``dumps`` (identities here), so nothing else runs per task.
     """
-    if compute.inline:
-        return _sync_wrappers(compute, pack_exception)
+    import dask.local
+
+    batch_execute = dask.local.batch_execute_tasks
+    execute: Callable[..., Any] = dask.local.execute_task
     hooks = _local_hooks(compute.worker_hooks)
     pending = compute.pending
     append = pending.append
     drain = compute.drain
     running = _running
+    inline = compute.inline
 
-    def loads(obj: Any) -> Any:
-        if type(obj) is not tuple or len(obj) != 3 or obj[2] is not _SENT:
-            return obj  # the scheduling side receiving a result
-        info, submit, _ = obj
-        try:
-            task = info[0]
-            key = task.key
-            deps = len(info[1])
-        except Exception:
-            task = key = deps = None
-        for hook in hooks:
-            _call_hook(hook.on_start, key)
-        running[get_ident()] = (key, task, submit, perf_counter(), deps)  # the task runs now
-        return info
-
-    def dumps(obj: Any) -> Any:
-        stop = perf_counter()
+    def run_batch(args: list[tuple[Any, ...]], submitted: float | None) -> list[Any]:
         tid = get_ident()
-        task = running.pop(tid, None)
-        if task is None:  # the scheduling side handing out a task
-            return (obj, stop, _SENT)
-        extra = _task_done(False, hooks) if hooks else None
-        append((task[0], task[2], task[3], stop, _pid, tid, None, extra, task[4]))
-        if len(pending) >= BATCH:
-            drain()
-        return obj
+        out = []
+        for a in args:
+            key = a[0]
+            try:
+                task, data = a[1]
+                deps: int | None = len(data)
+            except Exception:
+                task = deps = None
+            for hook in hooks:
+                _call_hook(hook.on_start, key)
+            running[tid] = (key, task)
+            done: Any = None
+            error: str | None = None
+            start = perf_counter()  # the task runs from here
+            try:
+                done = execute(*a)
+            except BaseException as exc:  # dask's sync default re-raises a task's error
+                error = type(exc).__name__
+                raise
+            finally:
+                stop = perf_counter()
+                del running[tid]
+                if done is not None and done[2]:  # failed, packed by dask
+                    error = _error_name(done[1])
+                extra = _task_done(False, hooks) if hooks else None
+                sub = start if submitted is None else submitted
+                append((key, sub, start, stop, _pid, tid, error, extra, deps))
+            if len(pending) >= BATCH:
+                drain()
+            out.append(done)
+        return out
 
-    return loads, dumps, _local_pack(compute, pack_exception, hooks, dumps)
+    def timed_submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if fn is not batch_execute or len(args) != 1 or kwargs:
+            return submit(fn, *args, **kwargs)  # not what we know how to time
+        return submit(run_batch, args[0], None if inline else perf_counter())
 
-
-def _sync_wrappers(
-    compute: Compute, pack_exception: Callable[[BaseException, Any], Any]
-) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
-    """:func:`_local_wrappers` for the sync scheduler, where a task runs as soon as it is
-    handed out, in the computing thread: no submit time (it would be the start) and no
-    thread lookups. Where a task runs, ``loads`` receives ``(task, dependencies' results)``
-    (a dict); the scheduling side receives ``(result, worker id)``."""
-    hooks = _local_hooks(compute.worker_hooks)
-    pending = compute.pending
-    append = pending.append
-    drain = compute.drain
-    running = _running
-    tid = compute.thread
-
-    def loads(obj: Any) -> Any:
-        if type(obj) is not tuple or len(obj) != 2 or type(obj[1]) is not dict:
-            return obj  # the scheduling side receiving a result
-        try:
-            task = obj[0]
-            key = task.key
-        except Exception:
-            task = key = None
-        for hook in hooks:
-            _call_hook(hook.on_start, key)
-        start = perf_counter()  # the task runs from here
-        running[tid] = (key, task, start, start, len(obj[1]))
-        return obj
-
-    def dumps(obj: Any) -> Any:
-        task = running.pop(tid, None)
-        if task is None:  # the scheduling side handing out a task
-            return obj
-        stop = perf_counter()
-        extra = _task_done(False, hooks) if hooks else None
-        append((task[0], task[2], task[3], stop, _pid, tid, None, extra, task[4]))
-        if len(pending) >= BATCH:
-            drain()
-        return obj
-
-    return loads, dumps, _local_pack(compute, pack_exception, hooks, dumps)
-
-
-def _local_pack(
-    compute: Compute,
-    pack_exception: Callable[[BaseException, Any], Any],
-    hooks: tuple[WorkerHook, ...],
-    dumps: Callable[[Any], Any],
-) -> Callable[[BaseException, Any], Any]:
-    """Local-mode ``pack_exception``: the failing task's row, then dask's own packing."""
-    append = compute.pending.append
-
-    def pack(exc: BaseException, dumps_: Any) -> Any:
-        stop = perf_counter()
-        tid = get_ident()
-        task = _running.pop(tid, None) or (None, None, stop, stop, None)
-        extra = _task_done(False, hooks) if hooks else None
-        append((task[0], task[2], task[3], stop, _pid, tid, type(exc).__name__, extra, task[4]))
-        # dask's sync default re-raises here: the row is already pending
-        return pack_exception(exc, _identity if dumps_ is dumps else dumps_)
-
-    return pack
+    return timed_submit
 
 
 class _Loads:
@@ -785,10 +741,11 @@ def _runs_inline(submit: Any) -> bool:
 
 
 def _wrap(a: dict[str, Any], compute: Compute) -> None:
-    """Swap in the ``loads``/``dumps``/``pack_exception`` wrappers of ``compute``'s mode."""
+    """Swap in ``compute``'s timing: its ``submit`` (local mode), or ``loads``/``dumps``/
+    ``pack_exception`` wrappers (envelope mode)."""
     track, hooks = compute.track_running, compute.worker_hooks
     if compute.local:
-        a["loads"], a["dumps"], a["pack_exception"] = _local_wrappers(compute, a["pack_exception"])
+        a["submit"] = _local_submit(compute, a["submit"])
     else:
         a["loads"] = _Loads(a["loads"], compute, track, hooks)
         a["dumps"] = _Dumps(a["dumps"], track, hooks)

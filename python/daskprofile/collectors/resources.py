@@ -9,6 +9,7 @@ cost. Samples live in a bounded ring buffer; ``since(cursor)`` streams new ones.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -16,9 +17,12 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Any
 
 import numpy as np
 import psutil
+
+from . import _procfs
 
 __all__ = ["COLUMNS", "ResourceCollector"]
 
@@ -73,12 +77,37 @@ class _Ring:
         return {col: self._cols[col][idx] for col in COLUMNS}
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_fields(stat: bytes) -> list[bytes]:
+    """The fields of a ``/proc/<pid>/stat`` line after the command: field ``n`` (1-based,
+    as in proc(5)) is at index ``n - 3``."""
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def _proc_stat(pid: int) -> tuple[int, float, int] | None:
+    """(start time in clock ticks since boot, CPU seconds, rss bytes) of ``pid`` from
+    one read of ``/proc/<pid>/stat`` that keeps the GIL; None if it cannot be read so."""
+    stat = _procfs.read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    try:
+        f = _stat_fields(stat)
+        return int(f[19]), (int(f[11]) + int(f[12])) / _TICK, int(f[21]) * _PAGE
+    except (ValueError, IndexError):
+        return None
+
+
 def _read_ppid(pid: int) -> int | None:
     """Parent pid of ``pid`` (None if gone); reads /proc directly where there is one."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2 :].split(None, 2)[1])
+        stat = _procfs.read(f"/proc/{pid}/stat")
+        if stat is None:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        return int(_stat_fields(stat)[1])
     except FileNotFoundError:
         if os.path.isdir("/proc/self"):
             return None
@@ -98,18 +127,33 @@ def _thread_children(pid: int) -> list[int]:
     """Child pids of ``pid``: the union of its threads' ``/proc/.../children`` lists (a
     child stays listed under a live thread of its parent when the thread that forked it
     ends). A process or thread that is gone lists nothing."""
+    if _procfs.available():
+        tids = _procfs.listdir(f"/proc/{pid}/task") or []
+        out: list[int] = []
+        for tid in tids:
+            children = _procfs.read(f"/proc/{pid}/task/{tid}/children")
+            if children:
+                out.extend(_pids(children))
+        return out
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return []
-    out: list[int] = []
+    out = []
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(int(child) for child in f.read().split())
-        except (OSError, ValueError):
+                out.extend(_pids(f.read()))
+        except OSError:
             continue
     return out
+
+
+def _pids(text: bytes) -> list[int]:
+    try:
+        return [int(child) for child in text.split()]
+    except ValueError:
+        return []
 
 
 class _Descendants:
@@ -168,7 +212,7 @@ class _Descendants:
 
 @dataclass
 class _Tracked:
-    process: psutil.Process
+    ident: Any  # start time in ticks (read from /proc) or the psutil.Process: pid reuse shows
     cpu: float  # user + system seconds at the last sample
 
 
@@ -210,9 +254,21 @@ class _Tree:
     def _measure(self, pid: int, now: float) -> tuple[_Tracked, float, int] | None:
         """(tracking entry, CPU seconds since the last sample, rss) or None if it is gone."""
         known = self.tracked.get(pid)
+        stat = _proc_stat(pid)
+        if stat is not None:  # one read, GIL kept
+            started, total, rss = stat
+            if known is not None and known.ident != started:  # pid reused
+                known = None
+            if known is not None:
+                delta = total - known.cpu
+            elif self.last is not None and _boot_time() + started / _TICK >= self.last:
+                delta = total  # born since the last sample: all its CPU is new
+            else:
+                delta = 0.0  # first sight of an old process: no interval to divide by
+            return _Tracked(started, total), max(0.0, delta), rss
         try:
             proc = self.root if pid == self.root.pid else psutil.Process(pid)
-            if known is not None and known.process != proc:  # pid reused
+            if known is not None and known.ident != proc:  # pid reused
                 known = None
             with proc.oneshot():
                 times = proc.cpu_times()
@@ -227,6 +283,11 @@ class _Tree:
         except psutil.Error:  # vanished, zombie, access denied: skip this one
             return None
         return _Tracked(proc, total), max(0.0, delta), rss
+
+
+@functools.cache
+def _boot_time() -> float:
+    return float(psutil.boot_time())
 
 
 class ResourceCollector:
