@@ -332,7 +332,7 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
                 raise
             finally:
                 stop = perf_counter()
-                del running[tid]
+                running.pop(tid, None)
                 if done is not None and done[2]:  # failed, packed by dask
                     error = _error_name(done[1])
                 extra = _task_done(False, hooks) if hooks else None

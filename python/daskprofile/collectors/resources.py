@@ -4,7 +4,9 @@ A thread of the current process (not a tracker process, which would count itself
 every ``dt`` seconds, lists the current process and all its descendants (worker processes
 started mid-run included), and records the summed CPU (% of one core) and RSS. The CPU
 time of the sampling thread itself is subtracted, so the profiler does not see its own
-cost. Samples live in a bounded ring buffer; ``since(cursor)`` streams new ones.
+cost. On Linux ``/proc`` is read with the GIL kept (:mod:`._procfs`: one hand-over per
+sample, not one per file), elsewhere through psutil. Samples live in a bounded ring
+buffer; ``since(cursor)`` streams new ones.
 """
 
 from __future__ import annotations
