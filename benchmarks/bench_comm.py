@@ -7,7 +7,9 @@ One process; each round runs bare, panel and profile() back to back in rotating 
 the slowdowns are the median of the rounds' ratios (a shared machine's speed drifts over
 seconds: ratios of neighbouring computes are less exposed to it than medians of each
 setup). The run history is cleared before each connect, so what is measured is live
-streaming, not the replay of earlier rounds' runs.
+streaming, not the replay of earlier rounds' runs. The first round (``--warmup``) is run
+and not counted: a process's first profiled computes also pay one-time imports and the
+growth of its heap (measured here: first rounds +10..+14%, later ones mostly +5..+10%).
 "panel" = a panel connected through the real comm handlers (``daskprofile.jupyter.comm``)
 with a comm object that timestamps and keeps what it is given instead of writing to
 IOPub - so the kernel side does everything it does for a real panel (auto-profiling
@@ -19,9 +21,11 @@ with the Jupyter message envelope (header, parent header, metadata, comm id) as
 Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
 Garbage collection: a compute of 100k tasks spends ~30% of its time in Python's collector
 (9 full collections of the graph, whose total varies by up to +-10% from one compute to the next,
-with or without daskprofile); that spread, not our cost, is most of the IQR. ``--no-gc``
-disables the collector during each timed compute (it runs between computes) to measure what
-streaming itself costs; the default is what a user sees.
+with or without daskprofile); that spread, not our cost, is most of the IQR. Every timed
+compute starts right after a full collection, so each starts from the same collector state
+(otherwise whether a compute pays one full collection more depends on what ran before it).
+``--no-gc`` disables the collector during each timed compute to measure what streaming
+itself costs; the default is what a user sees.
 """
 
 from __future__ import annotations
@@ -108,8 +112,8 @@ def compute(n: int, scheduler: str) -> float:
     dsk = graph(n)
     get = dask.base.named_schedulers[scheduler]
     GC_SECONDS.append(0.0)
+    gc.collect()  # every compute starts from the same collector state
     if NO_GC:
-        gc.collect()
         gc.disable()
     t = perf_counter()
     try:
@@ -211,6 +215,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument(
+        "--warmup", type=int, default=1, help="rounds run first and not counted (default 1)"
+    )
     ap.add_argument("--scheduler", default="sync", choices=["sync", "threads", "processes"])
     ap.add_argument("--no-gc", action="store_true", help="no garbage collection while timed")
     args = ap.parse_args()
@@ -249,7 +256,10 @@ def main() -> None:
             prof.append(compute(n, sched))
 
     order = [run_bare, run_panel, run_profiled]
-    for i in range(args.repeat):  # rotated, so no setup always follows the same other
+    for i in range(args.warmup + args.repeat):  # rotated: no setup always follows another
+        if i == args.warmup:  # the first rounds fill imports, caches and the heap: not counted
+            for kept in (bare, panel, prof, cpus, gc_bare):
+                kept.clear()
         for setup in order[i % 3 :] + order[: i % 3]:
             setup()
     # a round's three computes run back to back: their ratios are compared, not medians
@@ -262,13 +272,17 @@ def main() -> None:
         if NO_GC
         else f"garbage collection {100 * gc_share:.0f}% of the bare compute"
     )
-    print(f"{n:,} trivial tasks, scheduler={sched}, {args.repeat} rounds; {gc_note}")
+    print(
+        f"{n:,} trivial tasks, scheduler={sched}, {args.repeat} rounds after"
+        f" {args.warmup} not counted; {gc_note}"
+    )
     print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s (median)")
     print(
         f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown"
         f" {statistics.median(slow):+.1f}% (median of the rounds' ratios; {_iqr(slow)};"
         " target <= +10%)"
     )
+    print("    per round: " + " ".join(f"{x:+.1f}" for x in slow))
     print(
         f"  profile(), no panel {pr:6.3f} s   (the collectors alone:"
         f" {statistics.median(slow_prof):+.1f}%; {_iqr(slow_prof)})"
