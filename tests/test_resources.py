@@ -262,3 +262,17 @@ def test_a_sample_hands_the_gil_over_once_to_a_busy_thread() -> None:
         rc.stop()
     assert samples >= 5
     assert waits <= 3 * samples + 4, (waits, samples)
+
+
+def test_proc_reads_fall_back_to_the_standard_library_without_libc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_procfs, "_libc", None)
+    assert not _procfs.available()
+    task_dir = f"/proc/{os.getpid()}/task"
+    assert sorted(_procfs.listdir(task_dir) or []) == sorted(os.listdir(task_dir))
+    assert resources._stat_fields(_procfs.read("/proc/self/stat") or b")  ")[0] in b"RSD"
+    assert _procfs.read("/proc/no-such-pid/stat") is None
+    assert _procfs.listdir("/proc/no-such-pid/task") is None
+    children = {p.pid for p in psutil.Process().children()}
+    assert set(resources._thread_children(os.getpid())) == children

@@ -307,7 +307,7 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
     append = pending.append
     drain = compute.drain
     running = _running
-    inline = compute.inline
+    inline = _runs_inline(submit)  # sync: the batch runs here, as it is handed out
 
     def run_batch(args: list[tuple[Any, ...]], submitted: float | None) -> list[Any]:
         tid = get_ident()
@@ -523,8 +523,6 @@ class Compute:
         self.per_task = bool(self._on_task)
         #: whether tasks are timed in local mode (set by the hook before the compute runs)
         self.local = False
-        #: whether each task runs in the computing thread as it is handed out (sync)
-        self.inline = False
 
     def _set_hooks(self, table: dict[str, list[tuple[Any, Callable[..., None]]]]) -> None:
         # a listener with on_tasks gets batches only, even if it also has on_task
@@ -766,7 +764,6 @@ def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
         and _is_identity(a["loads"])
         and _is_identity(a["dumps"])
     )
-    compute.inline = compute.local and _runs_inline(a.get("submit"))
     a["callbacks"] = [*callbacks, compute.callback()]
     if compute.timed:
         _wrap(a, compute)

@@ -7,8 +7,8 @@ microseconds (two thread wake-ups). ``/proc`` files are generated in memory and 
 microseconds, so here they are read through libc with the GIL held (``ctypes.PyDLL``):
 a whole resource sample then costs the computation one hand-over, when the sampler wakes.
 
-Everything returns ``None`` where this cannot be done (no libc symbols, not Linux, the file
-is gone); callers fall back to the standard library.
+Without libc symbols (not Linux) the standard library reads instead; either way ``None``
+means the file or directory cannot be read (gone, or no ``/proc``).
 """
 
 from __future__ import annotations
@@ -58,9 +58,13 @@ def available() -> bool:
 
 def read(path: str) -> bytes | None:
     """The content of a small file (``/proc/<pid>/stat`` and the like), or None if it
-    cannot be read this way."""
+    cannot be read."""
     if _libc is None:
-        return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError:
+            return None
     fd = _libc.open(path.encode(), _FLAGS)
     if fd < 0:
         return None
@@ -81,9 +85,12 @@ def read(path: str) -> bytes | None:
 
 def listdir(path: str) -> list[str] | None:
     """The names in a directory (without ``.`` and ``..``), or None if it cannot be
-    listed this way."""
+    listed."""
     if _libc is None:
-        return None
+        try:
+            return os.listdir(path)
+        except OSError:
+            return None
     d = _libc.opendir(path.encode())
     if not d:
         return None

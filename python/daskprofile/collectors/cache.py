@@ -170,8 +170,7 @@ class CacheCollector(Collector):
             return changes
         # one group lookup per name, not per result: a task's dependencies share few names
         for name, n in Counter([d[0] if type(d) is tuple else d for d in released]).items():
-            found = self._names.get(name)  # a string key: found again from its stem
-            dep_gid = self.index.index(name) if found is None else found
+            dep_gid = self._gid_of(name)
             changes[dep_gid] = changes.get(dep_gid, 0.0) - n
         return changes
 
@@ -199,7 +198,8 @@ class CacheCollector(Collector):
         return released
 
     def _gid_of(self, key: Hashable) -> int:
-        """Group id of a key whose group is known (every dependency has finished)."""
+        """Group id of a key (or key name) whose group is known, as every dependency has
+        finished: a string key is found again from its name's stem."""
         gid = self._names.get(key[0] if type(key) is tuple else key)
         return self.index.index(key) if gid is None else gid
 

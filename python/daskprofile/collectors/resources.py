@@ -91,7 +91,7 @@ def _stat_fields(stat: bytes) -> list[bytes]:
 
 def _proc_stat(pid: int) -> tuple[int, float, int] | None:
     """(start time in clock ticks since boot, CPU seconds, rss bytes) of ``pid`` from
-    one read of ``/proc/<pid>/stat`` that keeps the GIL; None if it cannot be read so."""
+    one read of ``/proc/<pid>/stat``; None where there is none (then ask psutil)."""
     stat = _procfs.read(f"/proc/{pid}/stat")
     if stat is None:
         return None
@@ -104,17 +104,14 @@ def _proc_stat(pid: int) -> tuple[int, float, int] | None:
 
 def _read_ppid(pid: int) -> int | None:
     """Parent pid of ``pid`` (None if gone); reads /proc directly where there is one."""
-    try:
-        stat = _procfs.read(f"/proc/{pid}/stat")
-        if stat is None:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        return int(_stat_fields(stat)[1])
-    except FileNotFoundError:
-        if os.path.isdir("/proc/self"):
+    stat = _procfs.read(f"/proc/{pid}/stat")
+    if stat is not None:
+        try:
+            return int(_stat_fields(stat)[1])
+        except (ValueError, IndexError):
             return None
-    except (OSError, ValueError):
-        return None
+    if os.path.isdir("/proc/self"):
+        return None  # gone
     try:  # no /proc: ask psutil
         return psutil.Process(pid).ppid()
     except psutil.Error:
@@ -129,25 +126,11 @@ def _thread_children(pid: int) -> list[int]:
     """Child pids of ``pid``: the union of its threads' ``/proc/.../children`` lists (a
     child stays listed under a live thread of its parent when the thread that forked it
     ends). A process or thread that is gone lists nothing."""
-    if _procfs.available():
-        tids = _procfs.listdir(f"/proc/{pid}/task") or []
-        out: list[int] = []
-        for tid in tids:
-            children = _procfs.read(f"/proc/{pid}/task/{tid}/children")
-            if children:
-                out.extend(_pids(children))
-        return out
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    out = []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(_pids(f.read()))
-        except OSError:
-            continue
+    out: list[int] = []
+    for tid in _procfs.listdir(f"/proc/{pid}/task") or ():
+        children = _procfs.read(f"/proc/{pid}/task/{tid}/children")
+        if children:
+            out.extend(_pids(children))
     return out
 
 
@@ -257,7 +240,7 @@ class _Tree:
         """(tracking entry, CPU seconds since the last sample, rss) or None if it is gone."""
         known = self.tracked.get(pid)
         stat = _proc_stat(pid)
-        if stat is not None:  # one read, GIL kept
+        if stat is not None:  # one read (GIL kept on Linux)
             started, total, rss = stat
             if known is not None and known.ident != started:  # pid reused
                 known = None
