@@ -1,15 +1,18 @@
 """Cost of streaming to the lab panel: slowdown, bytes per task on the wire, lag.
 
-    .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 9] [--scheduler sync]
+    .venv/bin/python benchmarks/bench_comm.py [--tasks 100000] [--repeat 15] [--scheduler sync]
                                               [--no-gc]
 
-One process; each round runs bare, panel and profile() back to back in rotating order, and
-the slowdowns are the median of the rounds' ratios (a shared machine's speed drifts over
-seconds: ratios of neighbouring computes are less exposed to it than medians of each
-setup). The run history is cleared before each connect, so what is measured is live
-streaming, not the replay of earlier rounds' runs. The first round (``--warmup``) is run
-and not counted: a process's first profiled computes also pay one-time imports and the
-growth of its heap (measured here: first rounds +10..+14%, later ones mostly +5..+10%).
+One process. After a warm-up round that is not counted (a process's first profiled
+computes also pay one-time imports and the growth of its heap: +10..+14% where later
+ones read +5..+10%), the computes run as a chain bare, panel, bare, profile(), bare,
+panel, ... so every panel and profile() compute sits between two bare ones, and its
+ratio is taken against their mean: a shared machine's speed drifts over seconds, and a
+ratio to both neighbours cancels a steady drift where a ratio to one neighbour does not.
+The slowdown is the median of those ratios, printed with a distribution-free 95%
+confidence interval of the median (order statistics of the binomial). The run history is
+cleared before each connect, so what is measured is live streaming, not the replay of
+earlier rounds' runs.
 "panel" = a panel connected through the real comm handlers (``daskprofile.jupyter.comm``)
 with a comm object that timestamps and keeps what it is given instead of writing to
 IOPub - so the kernel side does everything it does for a real panel (auto-profiling
@@ -21,9 +24,10 @@ with the Jupyter message envelope (header, parent header, metadata, comm id) as
 Anchor: distributed's task-stream record (``TaskStreamPlugin``), pickled.
 Garbage collection: a compute of 100k tasks spends ~30% of its time in Python's collector
 (9 full collections of the graph, whose total varies by up to +-10% from one compute to the next,
-with or without daskprofile); that spread, not our cost, is most of the IQR. Every timed
-compute starts right after a full collection, so each starts from the same collector state
-(otherwise whether a compute pays one full collection more depends on what ran before it).
+with or without daskprofile); that spread, not our cost, is most of the spread of the
+ratios. Every timed compute starts right after a full collection, so each starts from the
+same collector state (otherwise whether a compute pays one full collection more depends on
+what ran before it). The slowdown of the time spent outside the collector is printed too.
 ``--no-gc`` disables the collector during each timed compute to measure what streaming
 itself costs; the default is what a user sees.
 """
@@ -32,10 +36,12 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import pickle
 import statistics
 import time
 import uuid
+from itertools import pairwise
 from time import perf_counter
 from typing import Any
 
@@ -205,16 +211,32 @@ def analyse(c: RecordingComm, rid: str) -> dict[str, float]:
     }
 
 
-def _iqr(values: list[float]) -> str:
-    """The interquartile range of ``values`` (percent), as text."""
-    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return f"IQR {q[0]:+.1f}..{q[2]:+.1f}%"
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median of ``values``: the order
+    statistics ``k`` and ``n - k + 1`` with ``P(Binomial(n, 1/2) < k) <= (1 - level) / 2``
+    (the widest interval, the range, when ``n`` is too small for ``level``)."""
+    xs = sorted(values)
+    n = len(xs)
+    tail, k = 0.0, 0
+    while k < n // 2:
+        tail += math.comb(n, k) / 2**n  # P(X = k): fewer than k+1 values below the median
+        if tail > (1 - level) / 2:
+            break
+        k += 1
+    k = max(k, 1)
+    return xs[k - 1], xs[n - k]
+
+
+def _spread(values: list[float]) -> str:
+    """Median and its 95% confidence interval (percent), as text."""
+    lo, hi = median_ci(values)
+    return f"{statistics.median(values):+.1f}% (95% CI of the median {lo:+.1f}..{hi:+.1f}%)"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=100_000)
-    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument(
         "--warmup", type=int, default=1, help="rounds run first and not counted (default 1)"
     )
@@ -231,12 +253,11 @@ def main() -> None:
     prof: list[float] = []
     cpus: list[float] = []
     stats: dict[str, float] = {}
-
-    gc_bare: list[float] = []
+    gc_of: dict[str, list[float]] = {"bare": [], "panel": []}
 
     def run_bare() -> None:
         bare.append(compute(n, sched))
-        gc_bare.append(GC_SECONDS[-1])
+        gc_of["bare"].append(GC_SECONDS[-1])
 
     def run_panel() -> None:
         nonlocal stats
@@ -244,6 +265,7 @@ def main() -> None:
         c = connect()
         time.sleep(0.3)  # samplers up, hello sent
         panel.append(compute(n, sched))
+        gc_of["panel"].append(GC_SECONDS[-1])
         rid = last_run_id()
         wait_for_run_end(c, rid)
         hub = dpcomm.hub()
@@ -255,18 +277,29 @@ def main() -> None:
         with daskprofile.profile(**PANEL_LIKE):
             prof.append(compute(n, sched))
 
-    order = [run_bare, run_panel, run_profiled]
-    for i in range(args.warmup + args.repeat):  # rotated: no setup always follows another
-        if i == args.warmup:  # the first rounds fill imports, caches and the heap: not counted
-            for kept in (bare, panel, prof, cpus, gc_bare):
-                kept.clear()
-        for setup in order[i % 3 :] + order[: i % 3]:
-            setup()
-    # a round's three computes run back to back: their ratios are compared, not medians
-    slow = [100 * (p / b - 1) for p, b in zip(panel, bare, strict=True)]
-    slow_prof = [100 * (p / b - 1) for p, b in zip(prof, bare, strict=True)]
+    for _ in range(args.warmup):  # imports, caches and the heap fill up: not counted
+        run_bare()
+        run_panel()
+        run_profiled()
+    for kept in (bare, panel, prof, cpus, *gc_of.values()):
+        kept.clear()
+    run_bare()
+    for _ in range(args.repeat):  # each setup between two bare computes
+        run_panel()
+        run_bare()
+        run_profiled()
+        run_bare()
+    around = [(a + b) / 2 for a, b in pairwise(bare)]
+    slow = [100 * (p / around[2 * i] - 1) for i, p in enumerate(panel)]
+    slow_prof = [100 * (p / around[2 * i + 1] - 1) for i, p in enumerate(prof)]
+    bare_gc = [b - g for b, g in zip(bare, gc_of["bare"], strict=True)]
+    around_gc = [(a + b) / 2 for a, b in pairwise(bare_gc)]
+    slow_gc = [
+        100 * ((p - g) / around_gc[2 * i] - 1)
+        for i, (p, g) in enumerate(zip(panel, gc_of["panel"], strict=True))
+    ]
     b, p, pr = (statistics.median(x) for x in (bare, panel, prof))
-    gc_share = statistics.median(g / b for g, b in zip(gc_bare, bare, strict=True))
+    gc_share = statistics.median(g / b for g, b in zip(gc_of["bare"], bare, strict=True))
     gc_note = (
         "garbage collection off while timed"
         if NO_GC
@@ -277,16 +310,15 @@ def main() -> None:
         f" {args.warmup} not counted; {gc_note}"
     )
     print(f"  no panel          {b:8.3f} s   {n / b:>9,.0f} tasks/s (median)")
+    print(f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s (median)")
     print(
-        f"  panel connected   {p:8.3f} s   {n / p:>9,.0f} tasks/s   slowdown"
-        f" {statistics.median(slow):+.1f}% (median of the rounds' ratios; {_iqr(slow)};"
-        " target <= +10%)"
+        f"    slowdown {_spread(slow)}, each compute against the bare ones before and"
+        " after it; target <= +10%"
     )
     print("    per round: " + " ".join(f"{x:+.1f}" for x in slow))
-    print(
-        f"  profile(), no panel {pr:6.3f} s   (the collectors alone:"
-        f" {statistics.median(slow_prof):+.1f}%; {_iqr(slow_prof)})"
-    )
+    if not NO_GC:
+        print(f"    outside garbage collection: {_spread(slow_gc)}")
+    print(f"  profile(), no panel {pr:6.3f} s   the collectors alone: {_spread(slow_prof)}")
     cpu = statistics.median(cpus)
     print(f"  publisher thread CPU {cpu:.3f} s = {100 * cpu / b:.1f}% of the bare compute")
     msgs_per_s = stats["messages"] / max(stats["duration"], 1e-9)
