@@ -69,7 +69,8 @@ def _leftovers(before: set[threading.Thread]) -> tuple[list[threading.Thread], s
 
 
 def _hooks_state() -> tuple[list[str], int, int]:
-    """Modules whose ``get_async`` is still patched, our listeners, callbacks (ours + dask's)."""
+    """Modules whose ``get_async`` is still patched, our listeners and drain observers,
+    callbacks (ours + dask's)."""
     import dask.callbacks
 
     from daskprofile import hooks
@@ -82,7 +83,7 @@ def _hooks_state() -> tuple[list[str], int, int]:
         and getattr(module, "get_async", hooks.original_get_async) is not hooks.original_get_async
     ]
     callbacks = len(Callback.active) + len(dask.callbacks.Callback.active)
-    return patched, len(hooks.listeners()), callbacks
+    return patched, len(hooks.listeners()) + len(hooks.drain_observers()), callbacks
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +103,7 @@ def nothing_left_behind() -> Iterator[None]:
     if patched:
         problems.append(f"get_async still patched in {patched}")
     if listeners:
-        problems.append(f"{listeners} hook listener(s) still registered")
+        problems.append(f"{listeners} hook listener(s) or drain observer(s) still registered")
     if callbacks:
         problems.append(f"{callbacks} callback(s) still registered")
     if sys.getswitchinterval() != switch:
@@ -122,6 +123,8 @@ def _cleanup(switch: float) -> None:
     dask.callbacks.Callback.active.clear()
     for listener in hooks.listeners():
         hooks.remove_listener(listener)
+    for observer in hooks.drain_observers():
+        hooks.remove_drain_observer(observer)
     sys.setswitchinterval(switch)
 
 

@@ -21,7 +21,7 @@ from daskprofile import recorder
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
 from daskprofile.jupyter.feed import Feed, decimate, frozen_sources
-from daskprofile.jupyter.publisher import Connection
+from daskprofile.jupyter.publisher import Connection, Publisher
 
 
 def _tasks(n: int, run: str = "r") -> encode.Message:
@@ -165,6 +165,61 @@ def test_a_panel_that_cannot_keep_up_loses_counted_rows_of_the_right_runs() -> N
         assert set(kinds[kinds.index("run_end") + 1 :]) <= {"dropped"}, kinds
         received = sum(m["n"] for m in sent if m["run"] == rid and m["type"] == "tasks")
         assert received + dropped.get(rid, 0) == 31 + i, (rid, received, dropped.get(rid))
+
+
+class _WatchedPublisher(Publisher):
+    """A publisher that notes which thread ran each poll, and whether two overlapped."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.polls: list[tuple[int, float]] = []
+        self.active = 0
+        self.overlapped = False
+
+    def _poll(self) -> None:
+        self.active += 1
+        self.overlapped |= self.active > 1
+        self.polls.append((threading.get_ident(), time.perf_counter()))
+        try:
+            super()._poll()
+        finally:
+            self.active -= 1
+
+
+def test_a_compute_polls_for_the_panel_in_its_own_thread() -> None:
+    """While a compute hands over batches of task rows, the polls run in its thread (each
+    poll gives the GIL up many times: in the sender thread, every one of those would be a
+    hand-over the compute waits for); the sender thread leaves them to it, sends what they
+    queued, and polls never overlap. Every row still reaches the panel."""
+    publisher = _WatchedPublisher(rate=20, tick=0.1, max_queue=256)
+    comm = _RecordingComm()
+    publisher.start()
+    try:
+        publisher.attach(comm)
+        _wait_for(lambda: any(m["type"] == "hello" for m in comm.sent))
+        n = 30_000
+        dsk: dict[Any, Any] = {("inc-abc12345", i): (add, i, 1) for i in range(n)}
+        dsk["total-abc12345"] = (sum, [("inc-abc12345", i) for i in range(n)])
+        with daskprofile.profile(resources=False, stacks=False) as run:
+            t0 = time.perf_counter()
+            dask.get(dsk, "total-abc12345")
+            t1 = time.perf_counter()
+        rid = str(run.meta["id"])
+        _wait_for(lambda: any(m["type"] == "run_end" and m["run"] == rid for m in comm.sent))
+    finally:
+        publisher.stop()
+    here = threading.get_ident()
+    # before the first batch (dask orders the graph) and after the last, the sender polls
+    during = [
+        (who == here, round(when - t0, 3)) for who, when in publisher.polls if t0 <= when <= t1
+    ]
+    mine = [i for i, (ours, _) in enumerate(during) if ours]
+    assert len(mine) >= 3, during
+    between = during[mine[0] : mine[-1] + 1]
+    assert sum(not ours for ours, _ in between) <= 1, during  # one late batch at most
+    assert not publisher.overlapped
+    rows = sum(m["n"] for m in comm.sent if m["type"] == "tasks" and m["run"] == rid)
+    assert rows == n + 1
 
 
 class _StuckComm(_RecordingComm):

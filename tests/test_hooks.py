@@ -330,6 +330,49 @@ def test_batched_listener_costs_no_per_task_callback_and_gets_every_task() -> No
     assert {e.tid for e in lst.events} <= {t.ident for t in threading.enumerate()}
 
 
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_drain_observers_run_after_each_batch_on_the_thread_that_handed_it_over(
+    scheduler: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An observer runs once per batch, after the listeners got it, on the thread that
+    drained; one that raises is logged, stays registered, and changes no result."""
+    order: list[tuple[str, int]] = []
+
+    class Seen(Listener):
+        def on_tasks(self, compute: Compute, batch: hooks.TaskBatch) -> None:
+            order.append(("batch", threading.get_ident()))
+
+    def observer() -> None:
+        order.append(("observer", threading.get_ident()))
+
+    def failing() -> None:
+        raise RuntimeError("observer broke")
+
+    n = 2 * hooks.BATCH + 5
+    dsk: dict[Any, Any] = {("t-abc12345", i): (add, i, 1) for i in range(n)}
+    dsk["total-abc12345"] = (sum, list(dsk))
+    lst = Seen()
+    hooks.add_listener(lst)
+    hooks.add_drain_observer(failing)
+    hooks.add_drain_observer(observer)
+    hooks.add_drain_observer(observer)  # once is enough
+    try:
+        assert dask.get(dsk, "total-abc12345", scheduler=scheduler) == sum(range(1, n + 1))
+    finally:
+        hooks.remove_listener(lst)
+        hooks.remove_drain_observer(observer)
+        hooks.remove_drain_observer(failing)
+        hooks.remove_drain_observer(failing)  # idempotent
+    assert hooks.drain_observers() == ()
+    kinds = [kind for kind, _ in order]
+    assert kinds.count("batch") >= 3
+    assert kinds == ["batch", "observer"] * kinds.count("batch")
+    for (_, drained), (_, observed) in zip(order[::2], order[1::2], strict=True):
+        assert drained == observed
+    broke = [r for r in caplog.records if "drain observer failed" in r.getMessage()]
+    assert len(broke) == kinds.count("batch")
+
+
 _RAN: dict[Any, tuple[int, float, float]] = {}
 
 

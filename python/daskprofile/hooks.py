@@ -34,6 +34,7 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -53,13 +54,18 @@ __all__ = [
     "TaskBatch",
     "TaskEvent",
     "WorkerHook",
+    "add_drain_observer",
     "add_listener",
+    "drain_observers",
     "flush",
     "installed",
     "listeners",
     "original_get_async",
+    "remove_drain_observer",
     "remove_listener",
 ]
+
+log = logging.getLogger("daskprofile")
 
 #: modules whose ``get_async`` binding is replaced while hooked
 _MODULES = ("dask.local", "dask.threaded", "dask.multiprocessing")
@@ -584,7 +590,8 @@ class Compute:
 
     # batches ---------------------------------------------------------------
     def drain(self) -> None:
-        """Hand the pending rows to the ``on_tasks`` listeners (from any thread)."""
+        """Hand the pending rows to the ``on_tasks`` listeners (from any thread), then tell
+        the drain observers (:func:`add_drain_observer`)."""
         with self._drain_lock:
             pending = self.pending
             n = len(pending)
@@ -600,6 +607,11 @@ class Compute:
                     fn(self, batch)
                 except Exception as exc:
                     self._fault(lst, exc)
+        for observer in _drain_observers:
+            try:
+                observer()
+            except Exception:  # an observer never fails the compute
+                log.exception("daskprofile: a drain observer failed")
 
     # envelopes -------------------------------------------------------------
     def unwrap(self, ev: TaskEvent) -> Any:
@@ -665,6 +677,7 @@ class Compute:
 
 _lock = threading.RLock()
 _listeners: tuple[Any, ...] = ()
+_drain_observers: tuple[Callable[[], None], ...] = ()
 _running_computes: set[Compute] = set()
 _faulted: set[int] = set()
 _current: contextvars.ContextVar[Compute | None] = contextvars.ContextVar(
@@ -824,6 +837,28 @@ def remove_listener(listener: Any) -> None:
         _listeners = tuple(lst for lst in _listeners if lst is not listener)
         if not _listeners:
             _uninstall()
+
+
+def add_drain_observer(observer: Callable[[], None]) -> None:
+    """Call ``observer()`` on the thread that handed a batch of task rows to the listeners,
+    after it did (outside the compute's locks). It runs in the computing thread, so it must
+    be quick, never block, and never raise (what it raises is logged)."""
+    global _drain_observers
+    with _lock:
+        if observer not in _drain_observers:
+            _drain_observers = (*_drain_observers, observer)
+
+
+def remove_drain_observer(observer: Callable[[], None]) -> None:
+    """Stop calling ``observer``; idempotent."""
+    global _drain_observers
+    with _lock:
+        _drain_observers = tuple(o for o in _drain_observers if o != observer)
+
+
+def drain_observers() -> tuple[Callable[[], None], ...]:
+    """The registered drain observers."""
+    return _drain_observers
 
 
 def listeners() -> tuple[Any, ...]:

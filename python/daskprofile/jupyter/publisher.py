@@ -1,13 +1,16 @@
-"""The comm publisher: one sender thread streams runs to every connected panel.
+"""The comm publisher: streams runs to every connected panel.
 
-Nothing here runs in a computation's thread except :meth:`Publisher.post` (an O(1) queue
-put from the recorder's run start/end notifications). The sender thread reads the live
-runs' collectors through cursors every ``tick`` seconds (rows accumulate in the
-collectors meanwhile, so a busy or slow panel gets bigger batches, not more messages),
-sends at most ``rate`` live messages per second per panel, and keeps a bounded outbox per
-panel: when it is full the oldest data batch is dropped and counted (``dropped``).
-Requests (keys, export, replay, pause) arrive on any thread and are handed to the sender
-thread, which is the only thread that calls ``comm.send``.
+The live runs' collectors are read through cursors every ``tick`` seconds (rows accumulate
+in the collectors meanwhile, so a busy or slow panel gets bigger batches, not more
+messages). While a compute hands over batches of task rows, that poll runs in the thread
+that handed them over (:meth:`Publisher.pump`, a drain observer of the scheduler hook): a
+poll gives the GIL up many times (numpy, locks), and done in another thread each of those
+would be a hand-over the computing thread waits for. The sender thread polls when no
+compute did (long tasks, between computes), and it alone calls ``comm.send``: at most
+``rate`` live messages per second per panel, from a bounded outbox per panel (when it is
+full the oldest data batch is dropped and counted, ``dropped``). Requests (keys, export,
+replay, pause) arrive on any thread and are handed to the sender thread as jobs. Polls,
+jobs and sends hold ``Publisher._work``; a computing thread only ever tries it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .. import gil, recorder
+from .. import gil, hooks, recorder
 from ..run import Run
 from . import encode
 from .feed import Feed, Sources, frozen_sources
@@ -136,6 +139,10 @@ class Publisher:
         self._unsubscribe: Callable[[], None] | None = None
         #: CPU seconds the sender thread has used (its whole cost to the kernel)
         self.cpu_time = 0.0
+        #: held while polling, running jobs or sending (by the sender thread or a pump)
+        self._work = threading.Lock()
+        self._next_poll = 0.0
+        self._pumped = -math.inf  # when a compute last handed over task rows
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -151,9 +158,11 @@ class Publisher:
                 target=self._loop, name="daskprofile-publisher", daemon=True
             )
             self._thread.start()
+            hooks.add_drain_observer(self.pump)
 
     def stop(self) -> None:
         """Unsubscribe and end the sender thread (it is joined unless this is it)."""
+        hooks.remove_drain_observer(self.pump)
         with self.lock:
             thread, self._thread = self._thread, None
             unsubscribe, self._unsubscribe = self._unsubscribe, None
@@ -277,21 +286,47 @@ class Publisher:
             self.cpu_time = time.thread_time()
 
     def _serve(self) -> None:
-        next_poll = perf_counter()
+        self._next_poll = perf_counter()
         while not self._stopping.is_set():
             self.cpu_time = time.thread_time()
             self._wake.clear()
             # a poll gives the GIL up often (locks, numpy, sends); while a compute keeps
             # it busy, each hand-back waits a switch interval: make that short meanwhile
-            with gil.lowered(WORK_SWITCH_INTERVAL):
+            with self._work, gil.lowered(WORK_SWITCH_INTERVAL):
                 self._run_jobs()
-                now = perf_counter()
-                if now >= next_poll:
-                    if self._ready():
-                        self._guard(self._poll)
-                    next_poll = now + self.tick
+                if perf_counter() >= self._poll_at():
+                    self._poll_due()
                 wait = self._flush()
-            self._wake.wait(max(0.002, min(next_poll - perf_counter(), wait)))
+            self._wake.wait(max(0.002, min(self._poll_at() - perf_counter(), wait)))
+
+    def _poll_at(self) -> float:
+        """When the sender thread polls: when due, unless a compute handed over task rows
+        within the last tick (then its thread polls: :meth:`pump`)."""
+        return max(self._next_poll, self._pumped + self.tick)
+
+    def pump(self) -> None:
+        """Poll here and now if a poll is due and no other thread is at work; the sender
+        thread then sends what it queued. The scheduler hook calls this in the computing
+        thread after each batch of task rows it hands over: it never blocks."""
+        now = self._pumped = perf_counter()
+        if now < self._next_poll or self._thread is None:
+            return
+        if not self._work.acquire(blocking=False):
+            return
+        try:
+            if perf_counter() < self._next_poll:
+                return
+            self._poll_due()
+        finally:
+            self._work.release()
+        self._wake.set()
+
+    def _poll_due(self) -> None:
+        """Poll the live runs if some panel has room; the next poll is a tick away (the
+        caller holds ``_work``)."""
+        self._next_poll = perf_counter() + self.tick
+        if self._ready():
+            self._guard(self._poll)
 
     def _guard(self, fn: Job) -> None:
         try:
