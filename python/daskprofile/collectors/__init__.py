@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -25,9 +25,11 @@ def optional(name: str) -> ModuleType | None:
         raise
 
 
-def merge_stacks(collector: Any, extras: Iterable[dict[str, Any] | None]) -> None:
+def merge_stacks(collector: Any, extras: Sequence[dict[str, Any] | None]) -> None:
     """Add to ``collector`` the stack samples worker processes sent back with tasks
     (``TaskBatch.extra``)."""
+    if not any(extras):  # tasks that ran in this process bring none: one C-level pass
+        return
     for extra in extras:
         if extra is not None:
             payload = extra.get("stacks")
