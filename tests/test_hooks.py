@@ -364,13 +364,13 @@ def test_drain_observers_run_after_each_batch_on_the_thread_that_handed_it_over(
         hooks.remove_drain_observer(failing)
         hooks.remove_drain_observer(failing)  # idempotent
     assert hooks.drain_observers() == ()
-    kinds = [kind for kind, _ in order]
-    assert kinds.count("batch") >= 3
-    assert kinds == ["batch", "observer"] * kinds.count("batch")
-    for (_, drained), (_, observed) in zip(order[::2], order[1::2], strict=True):
-        assert drained == observed
+    batches = [who for kind, who in order if kind == "batch"]
+    assert len(batches) >= 3
+    for thread in set(batches):  # worker threads may drain at once: each in its own order
+        kinds = [kind for kind, who in order if who == thread]
+        assert kinds == ["batch", "observer"] * batches.count(thread)
     broke = [r for r in caplog.records if "drain observer failed" in r.getMessage()]
-    assert len(broke) == kinds.count("batch")
+    assert len(broke) == len(batches)
 
 
 _RAN: dict[Any, tuple[int, float, float]] = {}

@@ -841,8 +841,8 @@ def remove_listener(listener: Any) -> None:
 
 def add_drain_observer(observer: Callable[[], None]) -> None:
     """Call ``observer()`` on the thread that handed a batch of task rows to the listeners,
-    after it did (outside the compute's locks). It runs in the computing thread, so it must
-    be quick, never block, and never raise (what it raises is logged)."""
+    after it did (outside the compute's locks). It runs in the computing thread: it must be
+    quick and must not wait on other threads (what it raises is logged, never raised)."""
     global _drain_observers
     with _lock:
         if observer not in _drain_observers:

@@ -305,9 +305,10 @@ class Publisher:
         return max(self._next_poll, self._pumped + self.tick)
 
     def pump(self) -> None:
-        """Poll here and now if a poll is due and no other thread is at work; the sender
-        thread then sends what it queued. The scheduler hook calls this in the computing
-        thread after each batch of task rows it hands over: it never blocks."""
+        """Poll here and now if a poll is due; the sender thread then sends what it queued.
+        The scheduler hook calls this in the computing thread after each batch of task rows
+        it hands over. It never waits for the sender thread: while that one is at work
+        (polling, or sending to a slow panel) this returns at once."""
         now = self._pumped = perf_counter()
         if now < self._next_poll or self._thread is None:
             return
