@@ -235,6 +235,29 @@ def test_proc_reads_that_keep_the_gil_match_the_standard_library() -> None:
     )
 
 
+def test_the_psutil_reading_where_there_is_no_proc_matches_the_proc_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Off Linux a process is read through psutil: the same CPU, memory and birth time,
+    and a reused pid still shows (the identity is the psutil.Process)."""
+    me = psutil.Process()
+    tree = resources._Tree(me)
+    _, cpu, rss, born = tree._read(me.pid) or (None, 0.0, 0, 0.0)
+    monkeypatch.setattr(resources, "_proc_stat", lambda pid: None)
+    ident, cpu2, rss2, born2 = tree._read(me.pid) or (None, 0.0, 0, 0.0)
+    assert ident == me
+    assert abs(cpu2 - cpu) < 0.05
+    assert abs(rss2 - rss) < 1 << 20
+    assert born2 == pytest.approx(born, abs=0.05)
+    assert tree._read(2**22 + 12345) is None  # no such pid
+    # tracked under this pid: another process (pid 1) that had used no CPU
+    tree.tracked[me.pid] = resources._Tracked(psutil.Process(1), 0.0)
+    tracked, delta, _ = tree._measure(me.pid, 0.0) or (None, -1.0, 0)
+    assert tracked is not None
+    assert tracked.ident == me
+    assert delta == 0.0  # first sight of an old process, not all its CPU as new
+
+
 def _blocked(tid: int) -> int:
     """How many times thread ``tid`` of this process has given up its CPU (waited)."""
     with open(f"/proc/self/task/{tid}/status") as f:

@@ -238,36 +238,37 @@ class _Tree:
 
     def _measure(self, pid: int, now: float) -> tuple[_Tracked, float, int] | None:
         """(tracking entry, CPU seconds since the last sample, rss) or None if it is gone."""
+        reading = self._read(pid)
+        if reading is None:
+            return None
+        ident, total, rss, born = reading
         known = self.tracked.get(pid)
+        if known is not None and known.ident != ident:  # pid reused
+            known = None
+        if known is not None:
+            delta = total - known.cpu
+        elif self.last is not None and born >= self.last:
+            delta = total  # born since the last sample: all its CPU is new
+        else:
+            delta = 0.0  # first sight of an old process: no interval to divide by
+        return _Tracked(ident, total), max(0.0, delta), rss
+
+    def _read(self, pid: int) -> tuple[Any, float, int, float] | None:
+        """(identity, CPU seconds, rss, creation time since the epoch) of ``pid``: one read
+        of ``/proc/<pid>/stat`` (GIL kept on Linux), else psutil; None if it is gone."""
         stat = _proc_stat(pid)
-        if stat is not None:  # one read (GIL kept on Linux)
+        if stat is not None:
             started, total, rss = stat
-            if known is not None and known.ident != started:  # pid reused
-                known = None
-            if known is not None:
-                delta = total - known.cpu
-            elif self.last is not None and _boot_time() + started / _TICK >= self.last:
-                delta = total  # born since the last sample: all its CPU is new
-            else:
-                delta = 0.0  # first sight of an old process: no interval to divide by
-            return _Tracked(started, total), max(0.0, delta), rss
+            return started, total, rss, _boot_time() + started / _TICK
         try:
             proc = self.root if pid == self.root.pid else psutil.Process(pid)
-            if known is not None and known.ident != proc:  # pid reused
-                known = None
             with proc.oneshot():
                 times = proc.cpu_times()
                 rss = int(proc.memory_info().rss)
-                total = times.user + times.system
-                if known is not None:
-                    delta = total - known.cpu
-                elif self.last is not None and proc.create_time() >= self.last:
-                    delta = total  # born since the last sample: all its CPU is new
-                else:
-                    delta = 0.0  # first sight of an old process: no interval to divide by
+                born = proc.create_time()
         except psutil.Error:  # vanished, zombie, access denied: skip this one
             return None
-        return _Tracked(proc, total), max(0.0, delta), rss
+        return proc, times.user + times.system, rss, born
 
 
 @functools.cache
