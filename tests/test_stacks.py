@@ -24,6 +24,7 @@ from daskprofile import stacktree, worker
 from daskprofile.collectors.stacks import (
     PAYLOAD_VERSION,
     StackCollector,
+    _FrameTable,
     drain_worker_samples,
     ensure_worker_sampler,
 )
@@ -158,6 +159,34 @@ def test_stack_is_cut_where_the_task_starts_under_a_real_dask_scheduler() -> Non
     (top,) = tree["children"].values()  # no threading/dask frames above the task
     assert top["description"]["name"] == "task"
     assert find(top, "spin")
+
+
+def frame_through(*calls: tuple[str, str]) -> Any:
+    """The innermost frame of a chain of calls, outermost first, each ``(file, function)``
+    compiled as if it lived in that file."""
+    inner: Any = None
+    for path, name in reversed(calls):
+        namespace: dict[str, Any] = {"sys": sys, "inner": inner}
+        source = f"def {name}():\n    return inner() if inner else sys._getframe()\n"
+        exec(compile(source, path, "exec"), namespace)
+        inner = namespace[name]
+    return inner()
+
+
+def test_a_thread_caught_in_the_schedulers_own_code_keeps_that_frame() -> None:
+    table = _FrameTable()
+
+    def names(*calls: tuple[str, str]) -> list[str]:
+        return [table.infos[fid].name for fid in table.stack(frame_through(*calls))]
+
+    pool, scheduler = ("/py/concurrent/futures/thread.py", "run"), ("/s/dask/local.py", "execute")
+    wrapper, task = ("/s/dask/_task_spec.py", "call"), ("/u/job.py", "work")
+    # a task about to start or just ended: the scheduler's frame is all there is to show
+    assert names(pool, scheduler) == ["execute"]
+    # otherwise everything from the scheduler out is cut, and dask's wrappers at the outer end
+    assert names(pool, scheduler, wrapper, task) == ["work"]
+    assert names(pool, scheduler, wrapper) == ["call"]
+    assert names(pool, scheduler, task, wrapper) == ["work", "call"]
 
 
 def test_groups_are_kept_separate() -> None:

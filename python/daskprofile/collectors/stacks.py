@@ -99,7 +99,12 @@ class _FrameTable:
         return fid
 
     def stack(self, frame: FrameType | None) -> Stack:
-        """The frame ids of ``frame`` and its callers, outermost first, cut at the scheduler."""
+        """The frame ids of ``frame`` and its callers, outermost first, cut at the scheduler.
+
+        Never empty for a frame: a thread caught in the scheduler's own per-task code (a task
+        about to start or just ended) keeps that one frame, so every sample has a leaf that
+        flame graphs and exports can show.
+        """
         codes = self._codes
         out: list[int] = []
         keep = 0
@@ -108,7 +113,7 @@ class _FrameTable:
             entry = codes.get(id(code))
             if entry is None:
                 entry = codes[id(code)] = (code, _code_kind(code), {})
-            if entry[1] == _BOUNDARY:
+            if entry[1] == _BOUNDARY and out:
                 break
             line = frame.f_lineno or 0
             fid = entry[2].get(line)
@@ -117,8 +122,10 @@ class _FrameTable:
                     FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
                 )
             out.append(fid)
-            if entry[1] == _KEEP:
+            if entry[1] != _WRAPPER:
                 keep = len(out)
+            if entry[1] == _BOUNDARY:
+                break
             frame = frame.f_back
         if keep:
             del out[keep:]
