@@ -7,6 +7,7 @@ import itertools
 import math
 import os
 import pickle
+import random
 import sys
 import threading
 import time
@@ -25,6 +26,7 @@ from daskprofile.collectors.stacks import (
     PAYLOAD_VERSION,
     StackCollector,
     _FrameTable,
+    _ShortTaskCatcher,
     drain_worker_samples,
     ensure_worker_sampler,
 )
@@ -307,15 +309,102 @@ def test_switch_interval_lowered_only_while_busy_threads_delay_samples() -> None
     assert collector.samples_by_group()["busy"] >= 30
 
 
+def hold_the_gil(seconds: float) -> None:
+    """Pure Python for ``seconds`` of wall time, never giving the GIL up by itself."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def short_task(seconds: float) -> None:
+    hold_the_gil(seconds)
+
+
+def long_task(seconds: float) -> None:
+    hold_the_gil(seconds)
+
+
+def test_short_gil_holding_tasks_on_the_threaded_scheduler_get_their_share_of_samples() -> None:
+    # Threads that hold the GIL for less than the switch interval and give it up between
+    # tasks are never interrupted inside one: without catching, the short tasks here got no
+    # sample at all, and the long ones a third of theirs.
+    token = "5f3e0c0d9a1b2c3d4e5f60718293a4b5"
+    dsk: dict[Any, Any] = {(f"short-{token}", i): (short_task, 0.0005) for i in range(1600)}
+    dsk.update({(f"long-{token}", i): (long_task, 0.01) for i in range(80)})
+    keys = list(dsk)
+    random.Random(0).shuffle(keys)  # both kinds throughout the run
+    interval = 0.005
+    with daskprofile.profile(stacks=True, interval=interval) as run:
+        dask.threaded.get(dsk, keys, num_workers=2)
+    tasks = run.tasks
+    seconds = (tasks["stop"] - tasks["start"]).groupby(tasks["group"]).sum()
+    samples = {group: tree["count"] for group, tree in run.stacks.items()}
+    assert samples.get("short", 0) >= 0.3 * seconds["short"] / interval
+    time_share = seconds["short"] / seconds.sum()
+    sample_share = samples.get("short", 0) / sum(samples.values())
+    assert sample_share >= 0.5 * time_share
+
+
+class Ticks:
+    """Samples 10 ms apart, with the task time the hook would have added up meanwhile."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.spent = [0.0, 0.0]
+        monkeypatch.setattr(worker, "spent", self.spent)
+        self.now = 1000.0
+
+    def feed(
+        self, catcher: _ShortTaskCatcher, ticks: int, *, task: float, threads: int, seen: int
+    ) -> None:
+        """``threads`` threads ran tasks of ``task`` seconds back to back (none if 0);
+        each sample caught ``seen`` of them inside a task."""
+        for _ in range(ticks):
+            self.spent[0] += threads * 0.01
+            self.spent[1] += threads * 0.01 / task
+            self.now += 0.01
+            catcher.tick(self.now, seen)
+
+
+def test_the_catcher_steps_in_only_for_short_tasks_it_misses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    feed = Ticks(monkeypatch).feed
+    hidden = _ShortTaskCatcher()
+    feed(hidden, 12, task=0.001, threads=2, seen=0)
+    assert hidden.level == pytest.approx(0.001 / 4)  # a quarter of the tasks' mean
+    feed(hidden, 10, task=0.001, threads=2, seen=0)
+    assert hidden.level == pytest.approx(0.001 / 8)  # still hidden: halved
+    feed(hidden, 30, task=0.001, threads=2, seen=0)
+    assert hidden.level == pytest.approx(1e-4)  # never below the floor
+    feed(hidden, 95, task=0.001, threads=0, seen=0)
+    assert hidden.level == pytest.approx(1e-4)  # still within a second of the last task
+    feed(hidden, 10, task=0.001, threads=0, seen=0)
+    assert hidden.level is None  # a second with no task: done
+
+    seen = _ShortTaskCatcher()
+    feed(seen, 50, task=0.001, threads=2, seen=2)
+    assert seen.level is None  # samples land inside the tasks as they should
+    too_short = _ShortTaskCatcher()
+    feed(too_short, 50, task=0.0001, threads=2, seen=0)
+    assert too_short.level is None  # shorter than any switch interval worth setting
+    long = _ShortTaskCatcher()
+    feed(long, 40, task=0.05, threads=1, seen=0)
+    assert long.level is None  # 0.4 s: a window spans ten tasks before it judges
+    feed(long, 15, task=0.05, threads=1, seen=0)
+    assert long.level == pytest.approx(0.002)  # capped
+
+
 @pytest.mark.parametrize("interval", [0, -0.01, math.nan, math.inf])
 def test_invalid_interval_raises_value_error_naming_interval(interval: float) -> None:
     with pytest.raises(ValueError, match="interval"):
         StackCollector(interval=interval)
 
 
-def test_non_number_interval_raises_type_error_naming_interval() -> None:
+def test_non_number_options_raise_type_error_naming_the_option() -> None:
     with pytest.raises(TypeError, match="interval"):
         StackCollector(interval="10ms")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="catch_short_tasks"):
+        StackCollector(catch_short_tasks="yes")  # type: ignore[arg-type]
 
 
 # -- processes: worker side + merge_remote ------------------------------------------------------

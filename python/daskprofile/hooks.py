@@ -313,11 +313,13 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
     append = pending.append
     drain = compute.drain
     running = _running
+    spent = _worker.spent
     inline = _runs_inline(submit)  # sync: the batch runs here, as it is handed out
 
     def run_batch(args: list[tuple[Any, ...]], submitted: float | None) -> list[Any]:
         tid = get_ident()
         out = []
+        busy = 0.0
         for a in args:
             key = a[0]
             try:
@@ -344,9 +346,12 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
                 extra = _task_done(False, hooks) if hooks else None
                 sub = start if submitted is None else submitted
                 append((key, sub, start, stop, _pid, tid, error, extra, deps))
+                busy += stop - start
             if len(pending) >= BATCH:
                 drain()
             out.append(done)
+        spent[0] += busy  # no lock: a rare lost update only blurs the sampler's estimate
+        spent[1] += len(out)
         return out
 
     def timed_submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

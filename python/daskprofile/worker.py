@@ -18,6 +18,10 @@ from .keys import key_label, task_group
 #: hook may keep more after the key and the task: its submit and start times)
 running: dict[int, tuple[Any, ...]] = {}
 
+#: ``[seconds, tasks]`` of the tasks run to the end in this process's threads by the local
+#: task hook (one add per batch): how busy the threads were between two stack samples
+spent: list[float] = [0.0, 0.0]
+
 #: key -> (label, group), memoised for the keys the sampler sees (bounded)
 _described: dict[Hashable, tuple[str, str]] = {}
 _DESCRIBED_MAX = 4096

@@ -55,6 +55,18 @@ _MIN_SPACING = 0.1
 _LATE_TO_LOWER = 2
 _ON_TIME_TO_RESTORE = 100
 
+#: short tasks: the switch interval is lowered to a quarter of the tasks' mean duration,
+#: within these bounds, and not for tasks shorter than twice the floor (too short to catch)
+_CATCH_FLOOR, _CATCH_CEILING = 1e-4, 2e-3
+#: in-task samples an unhindered sampler would have taken before the shortfall is judged
+_CATCH_WINDOW = 20
+#: below this share of those samples, tasks are hidden from the sampler
+_CATCH_MISSING = 0.6
+#: seconds with no task time and no task sampled before the sampler stops catching
+_CATCH_IDLE = 1.0
+#: the switch interval is lowered this many of its own lengths before a sample is due
+_CATCH_LEAD = 10
+
 Stack = tuple[int, ...]
 #: group -> stack -> samples
 Counts = dict[str, dict[Stack, int]]
@@ -133,6 +145,73 @@ class _FrameTable:
         return tuple(out)
 
 
+class _ShortTaskCatcher:
+    """Notices the GIL hiding short tasks from the sampler; lowers the switch interval.
+
+    A thread that holds the GIL for less than the switch interval and then gives it up by
+    itself (a worker of dask's threaded scheduler running a pure-Python task, then waiting
+    for the next) is never made to hand it over inside the task: the sampler gets the GIL
+    between tasks only and finds none running. Tasks of 1 ms on two threads gave no sample
+    at all. The task hook adds up the time of the tasks it ran (:data:`worker.spent`);
+    when the samples taken inside tasks fall well short of what that time should have
+    given, :attr:`level` is set below the tasks' mean duration. The sampler then lowers
+    ``sys.setswitchinterval`` to it just before each sample (Python hands the GIL over
+    inside a task then), until no task has run for :data:`_CATCH_IDLE` seconds.
+    """
+
+    def __init__(self) -> None:
+        #: while catching, the switch interval to set just before each sample
+        self.level: float | None = None
+        self._busy, self._tasks = worker.spent[0], worker.spent[1]
+        self._t: float | None = None
+        self._quiet = 0.0
+        self._new_window()
+
+    def _new_window(self) -> None:
+        self._w_busy = self._w_tasks = self._w_time = 0.0
+        self._w_ticks = self._w_seen = 0
+
+    def tick(self, now: float, seen: int) -> None:
+        """After a sample at ``now`` that found ``seen`` threads inside a task."""
+        busy, tasks = worker.spent[0], worker.spent[1]
+        d_busy, d_tasks = busy - self._busy, tasks - self._tasks
+        self._busy, self._tasks = busy, tasks
+        last, self._t = self._t, now
+        if last is None:
+            return
+        dt = now - last
+        self._quiet = 0.0 if d_busy > 0 or seen else self._quiet + dt
+        if self._quiet >= _CATCH_IDLE:
+            self.release()
+            self._new_window()
+            return
+        self._w_busy += d_busy
+        self._w_tasks += d_tasks
+        self._w_time += dt
+        self._w_ticks += 1
+        self._w_seen += seen
+        # what the tasks took, in samples at the pace samples really came
+        expected = self._w_busy * self._w_ticks / self._w_time if self._w_time > 0 else 0.0
+        mean = self._w_busy / max(self._w_tasks, 1.0)
+        # a task is counted when it ends, with its time before the window too: a window
+        # spans many tasks so that this evens out
+        if expected < _CATCH_WINDOW or self._w_time < 10 * mean:
+            return
+        if self._w_seen < _CATCH_MISSING * expected and mean >= 2 * _CATCH_FLOOR:
+            self._lower(mean)
+        self._new_window()
+
+    def _lower(self, mean: float) -> None:
+        target = min(max(mean / 4, _CATCH_FLOOR), _CATCH_CEILING)
+        if self.level is not None:  # catching already and still short: halve it
+            target = max(min(target, self.level / 2), _CATCH_FLOOR)
+        self.level = target
+
+    def release(self) -> None:
+        """Stop catching (idempotent)."""
+        self.level = None
+
+
 class _Sampler:
     """Sampling engine shared by the kernel collector and the worker-process sampler."""
 
@@ -144,8 +223,10 @@ class _Sampler:
         *,
         totals: bool = True,
         switch_interval: float | None = None,
+        catch_short_tasks: bool = False,
     ) -> None:
         self.interval = _check_positive("interval", interval)
+        self.catcher = _ShortTaskCatcher() if catch_short_tasks else None
         #: lowered ``sys.setswitchinterval`` while the GIL keeps the sampler waiting
         self.switch_interval = switch_interval
         self.lowered = False
@@ -199,11 +280,17 @@ class _Sampler:
             # absolute deadlines: a late wake-up (waiting for the GIL) shortens the next wait;
             # slots missed by more than an interval are skipped, not made up in a burst
             deadline = max(deadline + interval, now + interval * _MIN_SPACING)
-            if self._stop.wait(deadline - now):
+            level = None if self.catcher is None else self.catcher.level
+            if level is None:
+                if self._stop.wait(deadline - now):
+                    return
+            elif self._wait_inside_a_task(deadline, level):
                 return
             self._pace(perf_counter() - deadline)
             try:
-                self.sample()
+                seen = self.sample()
+                if self.catcher is not None:
+                    self.catcher.tick(perf_counter(), seen)
             except Exception as exc:  # never raise into the computation: switch off
                 self.error = repr(exc)
                 warnings.warn(
@@ -214,6 +301,22 @@ class _Sampler:
                 return
             if self.idle():
                 return
+
+    def _wait_inside_a_task(self, deadline: float, level: float) -> bool:
+        """Wait for ``deadline`` so as to get the GIL inside a short task; True if stopped.
+
+        Wake up a little early (that wake-up gets the GIL between tasks, where the threads
+        give it up), lower the switch interval to ``level`` for the rest of the wait, and
+        restore it once the GIL is back: a running task is made to hand it over then.
+        """
+        lead = min(_CATCH_LEAD * level, 0.5 * self.interval)
+        if self._stop.wait(deadline - lead - perf_counter()):
+            return True
+        _switch.lower(level)
+        try:
+            return self._stop.wait(deadline - perf_counter())
+        finally:
+            _switch.restore()
 
     def idle(self) -> bool:
         """Whether the thread should end on its own (the worker sampler does when idle)."""
@@ -241,15 +344,17 @@ class _Sampler:
                 self.lowered = False
 
     # -- sampling -------------------------------------------------------------------------
-    def sample(self) -> None:
-        """Take one sample of every thread that runs a task (not of the calling thread)."""
+    def sample(self) -> int:
+        """Take one sample of every thread that runs a task (not of the calling thread);
+        return how many were taken."""
         running = worker.snapshot()
         self.ticks += 1
         if not running:
-            return
+            return 0
         frames = sys._current_frames()
         now = perf_counter()
         own = threading.get_ident()
+        taken = 0
         with self.lock:
             k = int(now // self.cycle)
             for ident, (_key, group) in running.items():
@@ -258,7 +363,9 @@ class _Sampler:
                     continue
                 self.record(k, group, self.table.stack(frame), 1)
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
+                taken += 1
         del frames
+        return taken
 
     def record(self, k: int, group: str, stack: Stack, n: int) -> None:
         """Add ``n`` samples of ``stack`` to cycle ``k`` and the totals (lock held)."""
@@ -315,6 +422,8 @@ class StackCollector:
     (both seconds). ``switch_interval`` (seconds, None to leave it): while busy pure-Python
     threads keep the sampler waiting for the GIL, ``sys.setswitchinterval`` is lowered to
     it so samples come in time; it is restored when they no longer do, and by ``stop()``.
+    ``catch_short_tasks``: while tasks that hold the GIL for less than the switch interval
+    hide from the sampler (see :class:`_ShortTaskCatcher`), lower it below their duration.
     """
 
     def __init__(
@@ -324,11 +433,20 @@ class StackCollector:
         *,
         max_cycles: int = 3600,
         switch_interval: float | None = None,
+        catch_short_tasks: bool = True,
     ) -> None:
         if switch_interval is not None:
             _check_positive("switch_interval", switch_interval)
+        if not isinstance(catch_short_tasks, bool):
+            raise TypeError(f"catch_short_tasks must be True or False, got {catch_short_tasks!r}")
         self.switch_interval = switch_interval
-        self._sampler = _Sampler(interval, cycle, max_cycles, switch_interval=switch_interval)
+        self._sampler = _Sampler(
+            interval,
+            cycle,
+            max_cycles,
+            switch_interval=switch_interval,
+            catch_short_tasks=catch_short_tasks,
+        )
         self._remote: dict[str, dict[int, int]] = {}  # process token -> remote fid -> fid
         self.t_start: float | None = None
         self.t_stop: float | None = None

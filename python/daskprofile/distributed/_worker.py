@@ -86,12 +86,13 @@ class _TaskThreadSampler(_WorkerSampler):
                 running[ident] = (key, tasks.get(key))
         return running
 
-    def sample(self) -> None:
-        """One sample of every thread running a task in this process's workers."""
+    def sample(self) -> int:
+        """One sample of every thread running a task in this process's workers; how many."""
         running = self._running()
         self.ticks += 1
         if not running:
-            return
+            return 0
+        taken = 0
         frames = sys._current_frames()
         now = perf_counter()
         groups = self._groups
@@ -108,7 +109,9 @@ class _TaskThreadSampler(_WorkerSampler):
                 per_group = counts.setdefault(group, {})
                 per_group[stack] = per_group.get(stack, 0) + 1
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
+                taken += 1
         del frames
+        return taken
 
     def _stack(self, frame: FrameType | None) -> tuple[int, ...]:
         """Frame ids from the task's outermost frame to the innermost (kept), outermost first."""
