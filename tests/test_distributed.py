@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import threading
 import time
 import warnings
@@ -246,6 +247,27 @@ def test_stacks_keep_the_task_function_as_innermost_frame(client: Any) -> None:
     assert lines["count"].sum() >= 20
     assert run.stack_history
     assert "spin" in run.stack_history[0][2]
+
+
+def short_spin(seconds: float) -> float:
+    return spin(seconds)
+
+
+def test_short_gil_holding_tasks_get_their_share_of_samples(client: Any) -> None:
+    # A task shorter than the switch interval runs to its end holding the GIL; the sampler
+    # got the GIL between tasks only: these short tasks had ~1% of the samples for ~50%
+    # of the time until the workers' samplers caught them (see _ShortTaskCatcher).
+    args = [(short_spin, 0.0005)] * 1200 + [(spin, 0.01)] * 60
+    random.Random(0).shuffle(args)
+    interval = 0.005
+    with dd.profile(client, interval=interval) as run:
+        client.gather([client.submit(fn, a, pure=False) for fn, a in args])
+    tasks = run.tasks
+    seconds = (tasks["stop"] - tasks["start"]).groupby(tasks["group"]).sum()
+    samples = {group: tree["count"] for group, tree in run.stacks.items()}
+    assert samples.get("short_spin", 0) >= 0.3 * seconds["short_spin"] / interval
+    time_share = seconds["short_spin"] / seconds.sum()
+    assert samples.get("short_spin", 0) / sum(samples.values()) >= 0.5 * time_share
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -159,10 +159,12 @@ class _ShortTaskCatcher:
     inside a task then), until no task has run for :data:`_CATCH_IDLE` seconds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spent: list[float] | None = None) -> None:
+        #: ``[seconds, tasks]`` of the tasks run so far (default: :data:`worker.spent`)
+        self.spent = worker.spent if spent is None else spent
         #: while catching, the switch interval to set just before each sample
         self.level: float | None = None
-        self._busy, self._tasks = worker.spent[0], worker.spent[1]
+        self._busy, self._tasks = self.spent[0], self.spent[1]
         self._t: float | None = None
         self._quiet = 0.0
         self._new_window()
@@ -173,7 +175,7 @@ class _ShortTaskCatcher:
 
     def tick(self, now: float, seen: int) -> None:
         """After a sample at ``now`` that found ``seen`` threads inside a task."""
-        busy, tasks = worker.spent[0], worker.spent[1]
+        busy, tasks = self.spent[0], self.spent[1]
         d_busy, d_tasks = busy - self._busy, tasks - self._tasks
         self._busy, self._tasks = busy, tasks
         last, self._t = self._t, now
@@ -223,10 +225,10 @@ class _Sampler:
         *,
         totals: bool = True,
         switch_interval: float | None = None,
-        catch_short_tasks: bool = False,
+        catcher: _ShortTaskCatcher | None = None,
     ) -> None:
         self.interval = _check_positive("interval", interval)
-        self.catcher = _ShortTaskCatcher() if catch_short_tasks else None
+        self.catcher = catcher
         #: lowered ``sys.setswitchinterval`` while the GIL keeps the sampler waiting
         self.switch_interval = switch_interval
         self.lowered = False
@@ -445,7 +447,7 @@ class StackCollector:
             cycle,
             max_cycles,
             switch_interval=switch_interval,
-            catch_short_tasks=catch_short_tasks,
+            catcher=_ShortTaskCatcher() if catch_short_tasks else None,
         )
         self._remote: dict[str, dict[int, int]] = {}  # process token -> remote fid -> fid
         self.t_start: float | None = None

@@ -30,7 +30,7 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
-from ..collectors.stacks import _WorkerSampler
+from ..collectors.stacks import _ShortTaskCatcher, _WorkerSampler
 from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
 from ..stacktree import FrameInfo
@@ -69,8 +69,9 @@ class _TaskThreadSampler(_WorkerSampler):
     cuts each stack where distributed calls the task.
     """
 
-    def __init__(self, interval: float, cycle: float) -> None:
+    def __init__(self, interval: float, cycle: float, spent: list[float]) -> None:
         super().__init__(interval, cycle, idle_timeout=float("inf"))
+        self.catcher = _ShortTaskCatcher(spent)
         self.workers: list[Any] = []
         self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
         self._groups = GroupIndex()
@@ -155,9 +156,19 @@ class ProcessProbe:
         self.resources: Any = None
         self._cursor = 0
         self._switch_lowered = False
+        #: ``[seconds, tasks]`` of the tasks this process's workers ran, for the stack sampler
+        self.spent = [0.0, 0.0]
         #: worker and client share a clock: distributed's noisy clock correction is undone
         self.same_host = settings.get("client_host") == socket.gethostname()
         self.delays: list[tuple[str, float]] = []  # (key, correction applied by distributed)
+
+    def task_done(self, ts: Any) -> None:
+        """Add the compute time of a task that finished executing to :attr:`spent`."""
+        for entry in reversed(getattr(ts, "startstops", None) or ()):
+            if entry.get("action") == "compute":
+                self.spent[0] += entry["stop"] - entry["start"]
+                self.spent[1] += 1
+                return
 
     def task_executing(self, key: Any, delay: float) -> None:
         """Note the clock correction distributed adds to this task's start/stop."""
@@ -190,7 +201,7 @@ class ProcessProbe:
     def _start(self) -> None:
         s = self.settings
         if s["stacks"]:
-            self.stacks = _TaskThreadSampler(s["interval"], s["cycle"])
+            self.stacks = _TaskThreadSampler(s["interval"], s["cycle"], self.spent)
             if s.get("switch_interval"):
                 _switch.lower(s["switch_interval"])
                 self._switch_lowered = True
@@ -347,12 +358,16 @@ class WorkerProbe(WorkerPlugin):
         self._callback.start()
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-        probe = self.probe
-        if finish == "executing" and probe is not None and self.worker is not None:
-            try:
-                probe.task_executing(key, float(self.worker.scheduler_delay or 0.0))
-            except Exception as exc:  # never raise into the worker
-                probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
+        probe, worker = self.probe, self.worker
+        if probe is None or worker is None or "executing" not in (start, finish):
+            return
+        try:
+            if finish == "executing":
+                probe.task_executing(key, float(worker.scheduler_delay or 0.0))
+            else:
+                probe.task_done(worker.state.tasks.get(key))
+        except Exception as exc:  # never raise into the worker
+            probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
 
     def teardown(self, worker: Any) -> None:
         callback, self._callback = self._callback, None
