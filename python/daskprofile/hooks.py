@@ -251,6 +251,7 @@ class _Local(threading.local):
 _tls = _Local()
 _pid = os.getpid()
 _running = _worker.running
+_spent = _worker.spent
 
 
 def _after_fork() -> None:
@@ -313,8 +314,10 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
     append = pending.append
     drain = compute.drain
     running = _running
-    spent = _worker.spent
     inline = _runs_inline(submit)  # sync: the batch runs here, as it is handed out
+    # task time for the stack sampler, which looks for tasks it misses: a thread that runs
+    # batches as they are handed out never gives the GIL up between tasks, so none are missed
+    spent = None if inline else _spent
 
     def run_batch(args: list[tuple[Any, ...]], submitted: float | None) -> list[Any]:
         tid = get_ident()
@@ -350,8 +353,9 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
             if len(pending) >= BATCH:
                 drain()
             out.append(done)
-        spent[0] += busy  # no lock: a rare lost update only blurs the sampler's estimate
-        spent[1] += len(out)
+        if spent is not None:  # no lock: a rare lost update only blurs the sampler's estimate
+            spent[0] += busy
+            spent[1] += len(out)
         return out
 
     def timed_submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -423,7 +427,12 @@ class _Dumps:
             return obj if self.identity else self.inner(obj)
         stop = perf_counter()
         _tls.task = None
-        extra = _task_done(self.track, self.hooks) if self.slow else None
+        extra = None
+        if self.slow:
+            extra = _task_done(self.track, self.hooks)
+            if self.track:  # task time for the stack sampler, which looks for tasks it misses
+                _spent[0] += stop - task[1]
+                _spent[1] += 1
         payload = obj if self.identity else self.inner(obj)
         return TaskEvent(task[0], task[1], stop, _pid, get_ident(), None, payload, extra)
 

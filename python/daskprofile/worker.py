@@ -18,8 +18,9 @@ from .keys import key_label, task_group
 #: hook may keep more after the key and the task: its submit and start times)
 running: dict[int, tuple[Any, ...]] = {}
 
-#: ``[seconds, tasks]`` of the tasks run to the end in this process's threads by the local
-#: task hook (one add per batch): how busy the threads were between two stack samples
+#: ``[seconds, tasks]`` of the tasks the task hook ran to the end in this process (once per
+#: batch in the kernel's worker threads, not on the sync scheduler; once per task in a worker
+#: process): how busy the task threads were between two stack samples
 spent: list[float] = [0.0, 0.0]
 
 #: key -> (label, group), memoised for the keys the sampler sees (bounded)

@@ -316,7 +316,8 @@ class _Sampler:
             return True
         _switch.lower(level)
         try:
-            return self._stop.wait(deadline - perf_counter())
+            # give the GIL up even when that wake-up came late: it came between tasks
+            return self._stop.wait(max(deadline - perf_counter(), level))
         finally:
             _switch.restore()
 
@@ -583,7 +584,9 @@ class _WorkerSampler(_Sampler):
     """The sampler of one worker process: drained after each task, ends itself when idle."""
 
     def __init__(self, interval: float, cycle: float, idle_timeout: float) -> None:
-        super().__init__(interval, cycle, max_cycles=1_000_000, totals=False)
+        super().__init__(
+            interval, cycle, max_cycles=1_000_000, totals=False, catcher=_ShortTaskCatcher()
+        )
         self.pid = os.getpid()
         self.token = f"{self.pid}-{uuid.uuid4().hex[:12]}"
         self.idle_timeout = idle_timeout
