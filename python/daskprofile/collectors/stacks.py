@@ -583,10 +583,12 @@ class StackCollector:
 class _WorkerSampler(_Sampler):
     """The sampler of one worker process: drained after each task, ends itself when idle."""
 
-    def __init__(self, interval: float, cycle: float, idle_timeout: float) -> None:
-        super().__init__(
-            interval, cycle, max_cycles=1_000_000, totals=False, catcher=_ShortTaskCatcher()
-        )
+    def __init__(
+        self, interval: float, cycle: float, idle_timeout: float, spent: list[float] | None = None
+    ) -> None:
+        """``spent``: where this process's task time is added up (:data:`worker.spent`)."""
+        catcher = _ShortTaskCatcher(spent)
+        super().__init__(interval, cycle, max_cycles=1_000_000, totals=False, catcher=catcher)
         self.pid = os.getpid()
         self.token = f"{self.pid}-{uuid.uuid4().hex[:12]}"
         self.idle_timeout = idle_timeout

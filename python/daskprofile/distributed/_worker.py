@@ -30,7 +30,7 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
-from ..collectors.stacks import _ShortTaskCatcher, _WorkerSampler
+from ..collectors.stacks import _WorkerSampler
 from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
 from ..stacktree import FrameInfo
@@ -70,8 +70,7 @@ class _TaskThreadSampler(_WorkerSampler):
     """
 
     def __init__(self, interval: float, cycle: float, spent: list[float]) -> None:
-        super().__init__(interval, cycle, idle_timeout=float("inf"))
-        self.catcher = _ShortTaskCatcher(spent)
+        super().__init__(interval, cycle, idle_timeout=float("inf"), spent=spent)
         self.workers: list[Any] = []
         self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
         self._groups = GroupIndex()
