@@ -23,6 +23,7 @@ from distributed import profile as dprofile
 
 import daskprofile
 from daskprofile import stacktree, worker
+from daskprofile.collectors import _frames
 from daskprofile.collectors.stacks import (
     PAYLOAD_VERSION,
     StackCollector,
@@ -180,7 +181,7 @@ def test_a_thread_caught_in_the_schedulers_own_code_keeps_that_frame() -> None:
     table = _FrameTable()
 
     def names(*calls: tuple[str, str]) -> list[str]:
-        return [table.infos[fid].name for fid in table.stack(frame_through(*calls))]
+        return [table.infos[fid].name for fid in table.stack(_frames.walk(frame_through(*calls)))]
 
     pool, scheduler = ("/py/concurrent/futures/thread.py", "run"), ("/s/dask/local.py", "execute")
     wrapper, task = ("/s/dask/_task_spec.py", "call"), ("/u/job.py", "work")

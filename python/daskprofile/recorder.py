@@ -334,7 +334,9 @@ class profile:
             error = getattr(sampler, "error", None)
             if error:
                 run.meta["errors"].append({"collector": name, "error": str(error)})
-            dropped[name] = int(getattr(sampler, "dropped", 0) or 0)
+            # samples that left the history, and stacks CPython handed back broken
+            lost = [getattr(sampler, attr, 0) or 0 for attr in ("dropped", "unreadable")]
+            dropped[name] = int(sum(lost))
         run.finish(perf_counter(), dropped)
         self._listeners, self._samplers, self._starters = [], [], []
         _keep(run)

@@ -2,7 +2,8 @@
 
 A sampler thread wakes every ``interval`` on absolute deadlines (so the time it waits for
 the GIL does not stretch the period), reads ``worker.snapshot()`` to learn which threads run
-which task, and takes the stacks of those threads only from ``sys._current_frames()``.
+which task, and reads the stacks of those threads only (:func:`._frames.read`: one C-level
+pass per stack, with no collection inside it on Python 3.11).
 Each stack becomes a tuple of small frame ids (a ``(code, line)`` pair is interned once, so
 a sample costs a dict lookup per frame) counted per task group in time buckets of
 ``cycle`` seconds. Trees in ``distributed.profile``'s format are built only when asked for.
@@ -17,18 +18,19 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-import sys
 import threading
 import uuid
 import warnings
 from collections.abc import Mapping
 from time import perf_counter
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any
 
 from .. import stacktree, worker
 from ..gil import switch as _switch
 from ..stacktree import FrameInfo, Tree
+from . import _frames
+from ._frames import Walk
 
 __all__ = [
     "PAYLOAD_VERSION",
@@ -110,24 +112,24 @@ class _FrameTable:
             self.infos.append(info)
         return fid
 
-    def stack(self, frame: FrameType | None) -> Stack:
-        """The frame ids of ``frame`` and its callers, outermost first, cut at the scheduler.
+    def stack(self, frames: Walk) -> Stack:
+        """The frame ids of a walked stack (innermost first), outermost first, cut at the
+        scheduler.
 
-        Never empty for a frame: a thread caught in the scheduler's own per-task code (a task
-        about to start or just ended) keeps that one frame, so every sample has a leaf that
-        flame graphs and exports can show.
+        Never empty for a non-empty walk: a thread caught in the scheduler's own per-task
+        code (a task about to start or just ended) keeps that one frame, so every sample has
+        a leaf that flame graphs and exports can show.
         """
         codes = self._codes
         out: list[int] = []
         keep = 0
-        while frame is not None:
-            code = frame.f_code
+        for code, lineno in frames:
             entry = codes.get(id(code))
             if entry is None:
                 entry = codes[id(code)] = (code, _code_kind(code), {})
             if entry[1] == _BOUNDARY and out:
                 break
-            line = frame.f_lineno or 0
+            line = lineno or 0
             fid = entry[2].get(line)
             if fid is None:
                 fid = entry[2][line] = self.intern(
@@ -138,7 +140,6 @@ class _FrameTable:
                 keep = len(out)
             if entry[1] == _BOUNDARY:
                 break
-            frame = frame.f_back
         if keep:
             del out[keep:]
         out.reverse()
@@ -243,6 +244,8 @@ class _Sampler:
         self.by_thread: dict[int | str, int] = {}  # thread ident, or "pid:ident" if remote
         self.ticks = 0
         self.dropped = 0
+        #: samples lost because CPython handed back a broken stack (see :mod:`._frames`)
+        self.unreadable = 0
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -354,20 +357,19 @@ class _Sampler:
         self.ticks += 1
         if not running:
             return 0
-        frames = sys._current_frames()
-        now = perf_counter()
         own = threading.get_ident()
+        stacks = _frames.read(ident for ident in running if ident != own)
+        now = perf_counter()
         taken = 0
         with self.lock:
             k = int(now // self.cycle)
-            for ident, (_key, group) in running.items():
-                frame = frames.get(ident)
-                if frame is None or ident == own:
+            for ident, frames in stacks.items():
+                if frames is None:
+                    self.unreadable += 1
                     continue
-                self.record(k, group, self.table.stack(frame), 1)
+                self.record(k, running[ident][1], self.table.stack(frames), 1)
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
                 taken += 1
-        del frames
         return taken
 
     def record(self, k: int, group: str, stack: Stack, n: int) -> None:
@@ -472,6 +474,11 @@ class StackCollector:
     def dropped(self) -> int:
         """Samples whose cycle left the history (``max_cycles``); ``trees()`` still has them."""
         return self._sampler.dropped
+
+    @property
+    def unreadable(self) -> int:
+        """Samples lost because CPython handed back a broken stack (see :mod:`._frames`)."""
+        return self._sampler.unreadable
 
     @property
     def ticks(self) -> int:

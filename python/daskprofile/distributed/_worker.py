@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 import uuid
 from time import perf_counter
 from time import time as wall_time
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
+from ..collectors import _frames
+from ..collectors._frames import Walk
 from ..collectors.stacks import _WorkerSampler
 from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
@@ -93,38 +94,37 @@ class _TaskThreadSampler(_WorkerSampler):
         if not running:
             return 0
         taken = 0
-        frames = sys._current_frames()
+        stacks = _frames.read(running)
         now = perf_counter()
         groups = self._groups
         with self.lock:
             counts = self._bucket(int(now // self.cycle))
-            for ident, (key, ts) in running.items():
-                frame = frames.get(ident)
-                if frame is None:
+            for ident, frames in stacks.items():
+                if frames is None:
+                    self.unreadable += 1
                     continue
-                stack = self._stack(frame)
+                stack = self._stack(frames)
                 if not stack:
                     continue  # between tasks: only distributed's machinery on the stack
+                key, ts = running[ident]
                 group = groups.groups[groups.index(key, getattr(ts, "run_spec", None))]
                 per_group = counts.setdefault(group, {})
                 per_group[stack] = per_group.get(stack, 0) + 1
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
                 taken += 1
-        del frames
         return taken
 
-    def _stack(self, frame: FrameType | None) -> tuple[int, ...]:
+    def _stack(self, frames: Walk) -> tuple[int, ...]:
         """Frame ids from the task's outermost frame to the innermost (kept), outermost first."""
         out: list[int] = []
         keep = 0
-        while frame is not None:
-            code = frame.f_code
+        for code, lineno in frames:
             entry = self._codes.get(id(code))
             if entry is None:
                 entry = self._codes[id(code)] = (code, _code_kind(code), {})
             if entry[1] == _BOUNDARY:
                 break
-            line = frame.f_lineno or 0
+            line = lineno or 0
             fid = entry[2].get(line)
             if fid is None:
                 info = FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
@@ -132,7 +132,6 @@ class _TaskThreadSampler(_WorkerSampler):
             out.append(fid)
             if entry[1] == _KEEP:
                 keep = len(out)
-            frame = frame.f_back
         del out[keep:]
         out.reverse()
         return tuple(out)
