@@ -61,7 +61,9 @@ def read(idents: Iterable[int]) -> dict[int, Walk | None]:
     """The stacks of the threads ``idents`` that have one (``None``: it could not be read).
 
     Automatic collection is held off while reading on Python 3.11 (see the module's
-    docstring), and switched back on only if it was on.
+    docstring), and switched back on only if it was on. Other threads can run in that
+    window only where the GIL passes on between two stacks (the walks themselves run no
+    bytecode); a ``gc.disable()`` one of them made just there would be undone.
     """
     hold = _HOLD_GC and gc.isenabled()
     if hold:
