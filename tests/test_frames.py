@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -88,6 +90,60 @@ def test_no_collection_starts_while_stacks_are_read(
     assert collections_inside(_frames.read.__code__) == 0
     if sys.version_info[:2] == (3, 11):  # the same reads, unguarded, do start collections
         assert collections_inside(_read_unguarded.__code__) > 0
+
+
+_TWO_SAMPLERS = textwrap.dedent(
+    """
+    import gc, sys, threading, time
+    from daskprofile.collectors import _frames
+
+    stop = threading.Event()
+
+    def rec(n):
+        return 0 if n == 0 else rec(n - 1) + 1
+
+    def work():
+        while not stop.is_set():
+            rec(15)
+
+    def on_gc(phase, info):
+        time.sleep(0)  # gives the GIL up, as distributed's GC diagnosis does (psutil)
+
+    def sample(idents):
+        while not stop.is_set():
+            _frames.read(idents)
+
+    workers = [threading.Thread(target=work) for _ in range(2)]
+    for t in workers:
+        t.start()
+    gc.callbacks.append(on_gc)
+    gc.set_threshold(1)  # a collection at almost every allocation
+    idents = [t.ident for t in workers]
+    samplers = [threading.Thread(target=sample, args=(idents,)) for _ in range(2)]
+    for t in samplers:
+        t.start()
+    time.sleep(float(sys.argv[1]))
+    stop.set()
+    for t in samplers + workers:
+        t.join()
+    print("finished")
+    """
+)
+
+
+def test_two_samplers_do_not_deadlock_when_collections_give_the_gil_up() -> None:
+    # CPython #106883 (3.11): a collection inside sys._current_frames() that gives the GIL
+    # up while the runtime's thread list is locked, and a second reader waiting for that
+    # lock holding the GIL. With collection not held off, this deadlocked in 3 runs of 3.
+    done = subprocess.run(
+        [sys.executable, "-c", _TWO_SAMPLERS, "3"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "finished"
 
 
 def test_collection_stays_off_if_the_user_had_switched_it_off(busy_threads: list[int]) -> None:
