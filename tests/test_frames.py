@@ -44,8 +44,9 @@ def busy_threads() -> Iterator[list[int]]:
 
 
 @pytest.fixture
-def collections_inside() -> Iterator[Callable[[CodeType], int]]:
-    """Collect at almost every allocation; count collections started inside a function."""
+def collections_inside() -> Iterator[Callable[..., int]]:
+    """Collect at almost every allocation; count collections started with all the given
+    functions' frames on the stack."""
     seen: list[set[CodeType]] = []
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -60,20 +61,19 @@ def collections_inside() -> Iterator[Callable[[CodeType], int]]:
     gc.callbacks.append(on_gc)
     gc.set_threshold(1)
     try:
-        yield lambda code: sum(code in codes for codes in seen)
+        # a copy: counting allocates, and collections keep being recorded meanwhile
+        yield lambda *inside: sum(set(inside) <= codes for codes in seen[:])
     finally:
         gc.set_threshold(*threshold)
         gc.callbacks.remove(on_gc)
 
 
 def _read_unguarded(idents: list[int]) -> None:
-    frames = sys._current_frames()
-    for ident in idents:
-        _frames.walk(frames[ident])
+    _frames._read(idents)
 
 
 def test_no_collection_starts_while_stacks_are_read(
-    busy_threads: list[int], collections_inside: Callable[[CodeType], int]
+    busy_threads: list[int], collections_inside: Callable[..., int]
 ) -> None:
     # A collection inside sys._current_frames() or f_back can deadlock Python 3.11, or
     # leave a frame object on reused memory (see _frames); read() holds collection off.
@@ -87,9 +87,10 @@ def test_no_collection_starts_while_stacks_are_read(
         reads += 1
     assert gc.isenabled()
     assert reads > 50
-    assert collections_inside(_frames.read.__code__) == 0
+    reading = _frames._read.__code__
+    assert collections_inside(_frames.read.__code__, reading) == 0
     if sys.version_info[:2] == (3, 11):  # the same reads, unguarded, do start collections
-        assert collections_inside(_read_unguarded.__code__) > 0
+        assert collections_inside(_read_unguarded.__code__, reading) > 0
 
 
 _TWO_SAMPLERS = textwrap.dedent(
@@ -154,6 +155,19 @@ def test_collection_stays_off_if_the_user_had_switched_it_off(busy_threads: list
     finally:
         gc.enable()
     assert _frames.read(busy_threads)
+    assert gc.isenabled()
+
+
+def test_collection_comes_back_on_when_the_last_of_two_readers_ends() -> None:
+    # the kernel's sampler and an in-process LocalCluster's read in one process: the first
+    # to end must not switch collection back on under the other
+    hold = _frames._CollectionHold()
+    hold.__enter__()
+    hold.__enter__()
+    assert not gc.isenabled()
+    hold.__exit__()
+    assert not gc.isenabled()
+    hold.__exit__()
     assert gc.isenabled()
 
 

@@ -25,8 +25,10 @@ bytecodes, never inside these C calls.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from functools import partial
 from itertools import accumulate, chain, repeat, takewhile
@@ -39,7 +41,6 @@ __all__ = ["Walk", "read", "walk"]
 #: ``(code, line)`` of a thread's frames, innermost first
 Walk = list[tuple[CodeType, int | None]]
 
-_HOLD_GC = sys.version_info[:2] == (3, 11)
 _F_BACKS = repeat("f_back")
 _NOT_NONE = partial(is_not, None)
 _CODE_AND_LINE = attrgetter("f_code", "f_lineno")
@@ -57,30 +58,59 @@ def walk(frame: FrameType) -> Walk:
     )
 
 
+class _CollectionHold:
+    """Automatic collection off while any thread reads stacks: the first reader turns it
+    off (if it was on), the last one back on. Two samplers share a process (the kernel's
+    and an in-process ``LocalCluster``'s): one turning it back on while the other still
+    reads would let a collection start inside the other's read."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readers = 0
+        self._was_on = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._readers == 0:
+                self._was_on = gc.isenabled()
+                if self._was_on:
+                    gc.disable()
+            self._readers += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._readers -= 1
+            if self._readers == 0 and self._was_on:
+                gc.enable()
+
+
+_hold = _CollectionHold() if sys.version_info[:2] == (3, 11) else contextlib.nullcontext()
+
+
 def read(idents: Iterable[int]) -> dict[int, Walk | None]:
     """The stacks of the threads ``idents`` that have one (``None``: it could not be read).
 
     Automatic collection is held off while reading on Python 3.11 (see the module's
-    docstring), and switched back on only if it was on. Other threads can run in that
-    window only where the GIL passes on between two stacks (the walks themselves run no
-    bytecode); a ``gc.disable()`` one of them made just there would be undone.
+    docstring), and switched back on only if it was on. Other threads run in that window
+    only where the GIL passes on between two stacks (the walks themselves run no bytecode)
+    or while another sampler reads; a ``gc.disable()`` one of them made just there would be
+    undone.
     """
-    hold = _HOLD_GC and gc.isenabled()
-    if hold:
-        gc.disable()
-    try:
-        frames = sys._current_frames()
-        out: dict[int, Walk | None] = {}
-        for ident in idents:
-            frame = frames.get(ident)
-            if frame is None:
-                continue
-            try:
-                out[ident] = walk(frame)
-            except AttributeError:  # CPython handed back something that is not a frame
-                out[ident] = None
-        del frames
-        return out
-    finally:
-        if hold:
-            gc.enable()
+    with _hold:
+        return _read(idents)
+
+
+def _read(idents: Iterable[int]) -> dict[int, Walk | None]:
+    """:func:`read` without the hold."""
+    frames = sys._current_frames()
+    out: dict[int, Walk | None] = {}
+    for ident in idents:
+        frame = frames.get(ident)
+        if frame is None:
+            continue
+        try:
+            out[ident] = walk(frame)
+        except AttributeError:  # CPython handed back something that is not a frame
+            out[ident] = None
+    del frames
+    return out
