@@ -238,10 +238,13 @@ def test_stacks_keep_the_task_function_as_innermost_frame(client: Any) -> None:
         client.gather(client.map(spin, [0.4, 0.41]))
     tree = run.stacks["spin"]
     assert tree["count"] >= 20
-    top = list(tree["children"].values())
-    assert [n["description"]["name"] for n in top] == ["spin"]  # cut where distributed calls
-    leaf = top[0]
-    assert leaf["count"] == tree["count"]  # every sample ends in spin itself
+    top = {n["description"]["name"]: n for n in tree["children"].values()}
+    # cut where distributed calls: no frame of distributed's own at the root. A sample can
+    # also land as the worker measures the result (dask.sizeof) in the task's thread.
+    assert not [n for n in top.values() if "/distributed/" in n["description"]["filename"]]
+    leaf = top["spin"]
+    assert leaf["count"] >= 0.9 * tree["count"]
+    assert not leaf["children"]  # its samples end in spin itself
     lines = run.hot_lines(spin)
     assert len(lines)
     assert lines["count"].sum() >= 20
