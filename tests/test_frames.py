@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -168,6 +169,22 @@ def test_collection_comes_back_on_when_the_last_of_two_readers_ends() -> None:
     hold.__exit__()
     assert not gc.isenabled()
     hold.__exit__()
+    assert gc.isenabled()
+
+
+@pytest.mark.skipif(
+    not isinstance(_frames._hold, _frames._CollectionHold), reason="held on Python 3.11 only"
+)
+def test_a_child_forked_during_a_read_has_collection_back_on() -> None:
+    hold = _frames._hold
+    assert isinstance(hold, _frames._CollectionHold)
+    with hold:
+        pid = os.fork()
+        if pid == 0:  # the child: no reader is left in it to switch collection back on
+            os._exit(0 if gc.isenabled() and hold._readers == 0 else 1)
+        assert not gc.isenabled()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
     assert gc.isenabled()
 
 

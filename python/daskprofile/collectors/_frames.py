@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -83,8 +84,18 @@ class _CollectionHold:
             if self._readers == 0 and self._was_on:
                 gc.enable()
 
+    def after_fork_in_child(self) -> None:
+        """A forked child has none of the reading threads: end their hold there."""
+        self._lock = threading.Lock()
+        if self._readers and self._was_on:
+            gc.enable()
+        self._readers = 0
 
-_hold = _CollectionHold() if sys.version_info[:2] == (3, 11) else contextlib.nullcontext()
+
+_hold: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+if sys.version_info[:2] == (3, 11):
+    _hold = _CollectionHold()
+    os.register_at_fork(after_in_child=_hold.after_fork_in_child)
 
 
 def read(idents: Iterable[int]) -> dict[int, Walk | None]:
