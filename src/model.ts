@@ -10,6 +10,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { groupColor } from './colors';
 import { Column } from './columns';
 import { flameNode, IFlameNode, mergeFlame, mergeStackTree } from './flame';
+import { compareNatural } from './lanes';
 import { LaneIndex } from './lod';
 import {
   decodeMessage,
@@ -84,6 +85,63 @@ export interface IRunSummary {
   meanCpu: number | null;
   /** Records the collectors or the publisher dropped, by kind (absent when none). */
   dropped: { [what: string]: number };
+  /** The cluster a distributed run ran on (known at its end), else null. */
+  cluster: IClusterSummary | null;
+}
+
+/** Workers, threads and memory limit of the cluster of a run (the kernel's summary). */
+export interface IClusterSummary {
+  workers: number;
+  threads: number;
+  memoryLimit: number;
+}
+
+/** The cluster part of a kernel summary, or null when absent or malformed. */
+export function clusterSummary(
+  k: Record<string, unknown>
+): IClusterSummary | null {
+  const c = k.cluster;
+  if (typeof c !== 'object' || c === null) {
+    return null;
+  }
+  const r = c as Record<string, unknown>;
+  const n = (v: unknown): number =>
+    typeof v === 'number' && Number.isFinite(v) ? v : 0;
+  return {
+    workers: n(r.workers),
+    threads: n(r.threads),
+    memoryLimit: n(r.memory_limit)
+  };
+}
+
+/**
+ * One series of resource samples (time order): the run's total, or one worker process's
+ * (a `resources` batch with a `source`, protocol 1.1). Keeps its maxima as rows arrive.
+ */
+export class ResourceSeries {
+  readonly time = new Column(Float64Array);
+  readonly cpu = new Column(Float32Array);
+  readonly memory = new Column(Float64Array);
+  readonly processes = new Column(Uint16Array);
+  /** Largest CPU (% of one core) and memory (bytes) seen; 0 when empty. */
+  maxCpu = 0;
+  maxMemory = 0;
+
+  get length(): number {
+    return this.time.length;
+  }
+
+  /** Append a batch (its times are offsets from its `base`). */
+  append(msg: IResourcesMessage): void {
+    this.time.append(msg.time, msg.base);
+    this.cpu.append(msg.cpu);
+    this.memory.append(msg.memory);
+    this.processes.append(msg.processes);
+    for (let i = 0; i < msg.n; i++) {
+      this.maxCpu = Math.max(this.maxCpu, msg.cpu[i]);
+      this.maxMemory = Math.max(this.maxMemory, msg.memory[i]);
+    }
+  }
 }
 
 /** Sends a request to the kernel side (set by the controller while connected). */
@@ -127,10 +185,26 @@ export class RunData {
   tMax = -Infinity;
   taskErrors = 0;
 
-  readonly resTime = new Column(Float64Array);
-  readonly resCpu = new Column(Float32Array);
-  readonly resMemory = new Column(Float64Array);
-  readonly resProcesses = new Column(Uint16Array);
+  /** The run's total resource samples (batches without a `source`). */
+  readonly resources = new ResourceSeries();
+  /** Samples of each worker process, by source label (order of appearance). */
+  readonly resourceSources = new Map<string, ResourceSeries>();
+
+  get resTime(): Column<Float64Array> {
+    return this.resources.time;
+  }
+
+  get resCpu(): Column<Float32Array> {
+    return this.resources.cpu;
+  }
+
+  get resMemory(): Column<Float64Array> {
+    return this.resources.memory;
+  }
+
+  get resProcesses(): Column<Uint16Array> {
+    return this.resources.processes;
+  }
 
   /** Cache occupancy per group: time and metric columns. */
   readonly cache = new Map<
@@ -162,14 +236,24 @@ export class RunData {
     return this.resTime.length;
   }
 
+  /**
+   * The worker processes' series by label (numbers compared as numbers): the same order
+   * however their batches arrived, live or replayed.
+   */
+  sources(): [string, ResourceSeries][] {
+    return [...this.resourceSources].sort((a, b) => compareNatural(a[0], b[0]));
+  }
+
   /** The run's time extent in seconds since t0 ([0, 0] when empty). */
   extent(): [number, number] {
     let lo = Number.isFinite(this.tMin) ? Math.min(0, this.tMin) : 0;
     let hi = Number.isFinite(this.tMax) ? this.tMax : 0;
-    const n = this.resTime.length;
-    if (n > 0) {
-      lo = Math.min(lo, this.resTime.data[0]);
-      hi = Math.max(hi, this.resTime.data[n - 1]);
+    for (const series of [this.resources, ...this.resourceSources.values()]) {
+      const n = series.length;
+      if (n > 0) {
+        lo = Math.min(lo, series.time.data[0]);
+        hi = Math.max(hi, series.time.data[n - 1]);
+      }
     }
     const wall = this.kernelSummary.wall_time;
     if (typeof wall === 'number' && Number.isFinite(wall)) {
@@ -221,7 +305,8 @@ export class RunData {
       workers: this.workers.size,
       peakMemory: peak,
       meanCpu: n > 0 ? cpuSum / n : num(k.mean_cpu),
-      dropped
+      dropped,
+      cluster: clusterSummary(k)
     };
   }
 }
@@ -553,7 +638,11 @@ export class ProfileModel {
           lane = new LaneIndex();
           run.laneIndex.set(w, lane);
           if (!run.workers.has(w)) {
-            run.workers.set(w, { id: w, label: `worker ${w}`, kind: 'worker' });
+            run.workers.set(w, {
+              id: w,
+              label: `worker ${w}`,
+              kind: 'unknown'
+            });
             run.lanes.push(w);
           }
         }
@@ -577,10 +666,12 @@ export class ProfileModel {
   }
 
   private _resources(run: RunData, msg: IResourcesMessage): void {
-    run.resTime.append(msg.time, msg.base);
-    run.resCpu.append(msg.cpu);
-    run.resMemory.append(msg.memory);
-    run.resProcesses.append(msg.processes);
+    let series = run.resources;
+    if (msg.source !== null) {
+      series = run.resourceSources.get(msg.source) ?? new ResourceSeries();
+      run.resourceSources.set(msg.source, series);
+    }
+    series.append(msg);
     this._mark('resources', 'summary');
   }
 

@@ -9,8 +9,11 @@
 /** Name of the comm target the kernel side registers. */
 export const COMM_TARGET = 'daskprofile';
 
-/** Protocol version this frontend speaks; sent in the comm-open metadata. */
-export const PROTOCOL_VERSION = '1.0';
+/**
+ * Protocol version this frontend speaks; sent in the comm-open metadata. 1.1 added the
+ * optional `source` of `resources` batches; a 1.0 kernel (which never sends it) is fine.
+ */
+export const PROTOCOL_VERSION = '1.1';
 
 /** Key of the protocol version in comm-open metadata. */
 export const PROTOCOL_METADATA_KEY = 'daskprofile_protocol';
@@ -101,6 +104,8 @@ export interface ITasksMessage {
 export interface IResourcesMessage {
   type: 'resources';
   run: RunId;
+  /** The worker process measured (protocol 1.1), or null for the run's total. */
+  source: string | null;
   n: number;
   base: number;
   time: Float32Array;
@@ -528,9 +533,17 @@ const DECODERS: { [type: string]: Decoder } = {
     const t = 'resources';
     const n = count(d, 'n', t);
     const c = columns(d, buffers, ['time', 'cpu', 'memory', 'processes'], t);
+    if (
+      d.source !== undefined &&
+      d.source !== null &&
+      typeof d.source !== 'string'
+    ) {
+      fail(t, '"source" must be a string or null');
+    }
     return {
       type: t,
       run: runId(d, t),
+      source: typeof d.source === 'string' ? d.source : null,
       n,
       base: num(d, 'base', t),
       time: f32(c.time, n, 'time', t),

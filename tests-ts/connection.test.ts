@@ -126,6 +126,7 @@ describe('connection: the kernel hello decides', () => {
       data: { type: 'hello', client: 'jupyterlab', protocol: PROTOCOL_VERSION },
       metadata: { [PROTOCOL_METADATA_KEY]: PROTOCOL_VERSION }
     });
+    assert.deepEqual(comm.opened?.data, fixture('panel_hello').data);
     assert.equal(conn.status, 'connecting');
 
     comm.deliver({ ...fixture('hello').data, protocol: '1.9' });

@@ -94,11 +94,12 @@ export function tasksMessage(
   };
 }
 
-/** A `resources` message. */
+/** A `resources` message (of one worker process when `source` is given). */
 export function resourcesMessage(
   run: number | string,
   rows: { time: number; cpu: number; memory: number; processes?: number }[],
-  base = 0
+  base = 0,
+  source?: string | null
 ): IWire {
   return {
     data: {
@@ -106,6 +107,7 @@ export function resourcesMessage(
       run,
       n: rows.length,
       base,
+      ...(source === undefined ? {} : { source }),
       columns: ['time', 'cpu', 'memory', 'processes']
     },
     buffers: [
@@ -186,12 +188,17 @@ export function groupsMessage(
   };
 }
 
-export function workersMessage(run: number | string, labels: string[]) {
+export function workersMessage(
+  run: number | string,
+  labels: string[],
+  kinds: string[] = labels.map(() => 'thread'),
+  first = 0
+) {
   return {
     type: 'workers',
     run,
-    ids: labels.map((_, i) => i),
+    ids: labels.map((_, i) => first + i),
     labels,
-    kinds: labels.map(() => 'thread')
+    kinds
   };
 }

@@ -121,6 +121,28 @@ describe('model', () => {
     assert.equal(run.finished, true);
     assert.equal(end.wallTime, 2.5);
     assert.deepEqual(end.dropped, { tasks: 4, messages: 2, rows: 300 });
+    assert.equal(end.cluster, null);
+  });
+
+  it("reads a cluster run's workers, threads and memory limit from run_end", () => {
+    const model = started();
+    const run = model.runs[0];
+    assert.equal(run.summary().cluster, null);
+    feed(model, {
+      type: 'run_end',
+      run: 1,
+      summary: {
+        tasks: 0,
+        cluster: { workers: 2, threads: 4, memory_limit: 2e9, scheduler: 'x' }
+      },
+      dropped: {},
+      errors: []
+    });
+    assert.deepEqual(run.summary().cluster, {
+      workers: 2,
+      threads: 4,
+      memoryLimit: 2e9
+    });
   });
 
   it('merges stack cycles per group and restricts them to a time range', () => {
@@ -256,6 +278,139 @@ describe('model', () => {
     model.reset();
     model.flush();
     assert.equal(model.runs.length, 0);
+  });
+});
+
+describe('model: resources of each worker process (protocol 1.1 source)', () => {
+  const A = 'tcp://127.0.0.1:40123';
+  const B = 'pid 4123 @ host';
+
+  /** A run fed a total series and two worker processes' series, interleaved. */
+  function sourced(): ProfileModel {
+    const model = started();
+    feed(
+      model,
+      resourcesMessage(1, [{ time: 0.1, cpu: 150, memory: 3e9 }], 0.1)
+    );
+    feed(
+      model,
+      resourcesMessage(
+        1,
+        [
+          { time: 0.1, cpu: 100, memory: 2e9 },
+          { time: 0.2, cpu: 90, memory: 2.5e9 }
+        ],
+        0.1,
+        A
+      )
+    );
+    feed(
+      model,
+      resourcesMessage(1, [{ time: 0.15, cpu: 50, memory: 1e9 }], 0.15, B)
+    );
+    feed(
+      model,
+      resourcesMessage(1, [{ time: 0.3, cpu: 120, memory: 4e9 }], 0.3, A)
+    );
+    feed(
+      model,
+      resourcesMessage(1, [{ time: 0.2, cpu: 200, memory: 5e9 }], 0.2, null)
+    );
+    return model;
+  }
+
+  const col = (c: { view(): ArrayLike<number> }) => Array.from(c.view());
+
+  it("keeps the run's total apart from each source's series", () => {
+    const run = sourced().current!;
+    assert.equal(run.resourceCount, 2);
+    assert.deepEqual(col(run.resCpu), [150, 200]);
+    assert.deepEqual(col(run.resMemory), [3e9, 5e9]);
+    assert.deepEqual([...run.resourceSources.keys()], [A, B]);
+    const a = run.resourceSources.get(A)!;
+    assert.equal(a.length, 3);
+    assert.deepEqual(col(a.cpu), [100, 90, 120]);
+    assert.deepEqual(col(a.memory), [2e9, 2.5e9, 4e9]);
+    assert.deepEqual(
+      col(a.time).map(t => Math.round(t * 1e6) / 1e6),
+      [0.1, 0.2, 0.3]
+    );
+    assert.ok(a.cpu.data instanceof Float32Array);
+    assert.ok(a.memory.data instanceof Float64Array);
+    assert.equal(a.maxCpu, 120);
+    assert.equal(a.maxMemory, 4e9);
+    assert.equal(run.resourceSources.get(B)!.length, 1);
+    assert.equal(run.resources.maxMemory, 5e9);
+  });
+
+  it('leaves the summary to the total and widens the extent to every series', () => {
+    const run = sourced().current!;
+    const s = run.summary();
+    assert.equal(s.peakMemory, 5e9);
+    assert.equal(s.meanCpu, 175);
+    const [, hi] = run.extent();
+    assert.ok(Math.abs(hi - 0.3) < 1e-6, `extent ends at ${hi}`);
+  });
+
+  it('lists sources by label whatever order they arrived in, and a replay holds the same', () => {
+    const model = sourced();
+    const labels = (m: ProfileModel) => m.current!.sources().map(([l]) => l);
+    assert.deepEqual(labels(model), [B, A]);
+    const late = new ProfileModel();
+    feed(late, runStart(1));
+    for (const source of ['tcp://h:10', 'tcp://h:9', A]) {
+      feed(
+        late,
+        resourcesMessage(1, [{ time: 0, cpu: 1, memory: 1 }], 0, source)
+      );
+    }
+    assert.deepEqual(labels(late), [A, 'tcp://h:9', 'tcp://h:10']);
+    // a replay (run_start again, then the run's messages) rebuilds the same series
+    const before = model.current!.sources().map(([l, x]) => [l, col(x.cpu)]);
+    feed(model, runStart(1));
+    assert.equal(model.current!.resourceSources.size, 0);
+    assert.equal(model.current!.resourceCount, 0);
+    feed(
+      model,
+      resourcesMessage(1, [{ time: 0.15, cpu: 50, memory: 1e9 }], 0.15, B)
+    );
+    feed(
+      model,
+      resourcesMessage(
+        1,
+        [
+          { time: 0.1, cpu: 100, memory: 2e9 },
+          { time: 0.2, cpu: 90, memory: 2.5e9 },
+          { time: 0.3, cpu: 120, memory: 4e9 }
+        ],
+        0.1,
+        A
+      )
+    );
+    const after = model.current!.sources().map(([l, x]) => [l, col(x.cpu)]);
+    assert.deepEqual(after, before);
+  });
+
+  it('applies the shared resources_source fixture to its source only', () => {
+    const model = new ProfileModel();
+    for (const name of ['run_start', 'resources', 'resources_source']) {
+      const { data, buffers } = fixture(name);
+      assert.equal(model.handle(data, buffers), true, name);
+    }
+    const run = model.current!;
+    assert.equal(run.resourceCount, 4);
+    const series = run.resourceSources.get('tcp://127.0.0.1:40123')!;
+    assert.equal(series.length, 3);
+    assert.deepEqual(col(series.cpu), [12.5, 99, 50.25]);
+    assert.equal(run.resourceSources.size, 1);
+  });
+
+  it('without sources nothing changes: no source series', () => {
+    const model = started();
+    feed(model, resourcesMessage(1, [{ time: 0.1, cpu: 10, memory: 1 }]));
+    assert.equal(model.current!.resourceSources.size, 0);
+    assert.deepEqual(model.current!.sources(), []);
+    assert.equal(model.current!.resourceCount, 1);
   });
 });
 

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import {
   decodeMessage,
   IExportMessage,
+  IResourcesMessage,
   IStacksMessage,
   ITasksMessage,
   KernelMessage,
@@ -64,7 +65,7 @@ describe('protocol: shared fixtures (tests/fixtures/protocol)', () => {
     'decodes columnar fixtures to the values the encoder wrote',
     { skip },
     () => {
-      for (const name of ['tasks', 'resources', 'cache']) {
+      for (const name of ['tasks', 'resources', 'resources_source', 'cache']) {
         const { data, buffers, decoded } = fixture(name);
         const msg = decodeMessage(data, buffers) as unknown as Record<
           string,
@@ -104,6 +105,40 @@ describe('protocol: shared fixtures (tests/fixtures/protocol)', () => {
     }
     for (let i = 0; i < msg.n; i++) {
       assert.ok(msg.submit[i] <= msg.start[i] && msg.start[i] <= msg.stop[i]);
+    }
+  });
+});
+
+describe('protocol 1.1: the source of resources batches', () => {
+  it('decodes the resources_source fixture with its worker process', () => {
+    const { data, buffers } = fixture('resources_source');
+    const msg = decodeMessage(data, buffers) as IResourcesMessage;
+    assert.equal(msg.type, 'resources');
+    assert.equal(msg.source, 'tcp://127.0.0.1:40123');
+    assert.equal(msg.n, 3);
+    assert.deepEqual(Array.from(msg.cpu), [12.5, 99, 50.25]);
+  });
+
+  it("a batch without a source (protocol 1.0, the run's total) has source null", () => {
+    const { data, buffers } = fixture('resources');
+    assert.equal('source' in data, false);
+    const total = decodeMessage(data, buffers) as IResourcesMessage;
+    assert.equal(total.source, null);
+    const wire = resourcesMessage(1, [{ time: 0, cpu: 1, memory: 2 }], 0, null);
+    const explicit = decodeMessage(
+      wire.data,
+      wire.buffers
+    ) as IResourcesMessage;
+    assert.equal(explicit.source, null);
+  });
+
+  it('rejects a source that is not a string', () => {
+    for (const source of [3, ['tcp://a'], { a: 1 }, true]) {
+      const wire = resourcesMessage(1, [{ time: 0, cpu: 1, memory: 2 }]);
+      assert.throws(
+        () => decodeMessage({ ...wire.data, source }, wire.buffers),
+        /"source" must be a string or null/
+      );
     }
   });
 });

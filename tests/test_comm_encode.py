@@ -72,7 +72,7 @@ def test_tasks_buffers_are_little_endian_typed_arrays_read_as_the_browser_does()
 
 
 def test_decoded_section_is_what_decode_reads() -> None:
-    for name in ("tasks", "resources", "cache"):
+    for name in ("tasks", "resources", "resources_source", "cache"):
         fixture = json.loads((FIXTURES / f"{name}.json").read_text())
         dec = encode.decode(*encode.from_fixture(fixture))
         for col, values in fixture["decoded"]["times"].items():
@@ -132,3 +132,80 @@ def test_decode_rejects_malformed_messages(data: dict[str, object], buffers: lis
 def test_worker_kinds_from_labels() -> None:
     kinds = [encode.worker_kind(x) for x in ("main thread", "thread 3", "process 12", "tcp://a")]
     assert kinds == ["thread", "thread", "process", "worker"]
+
+
+def test_a_thread_of_a_cluster_worker_is_of_kind_worker() -> None:
+    labels = ["tcp://127.0.0.1:40123 thread 0", "tls://[::1]:8786 thread 12"]
+    assert [encode.worker_kind(x) for x in labels] == ["worker", "worker"]
+    data, _ = encode.workers("r", [0, 1, 2], [*labels, "thread 1"])
+    assert data["kinds"] == ["worker", "worker", "thread"]
+
+
+def _samples(n: int = 3) -> dict[str, np.ndarray]:
+    return {
+        "time": np.linspace(0.1, 0.3, n),
+        "cpu": np.full(n, 50.0),
+        "memory": np.full(n, 1e8),
+        "processes": np.ones(n),
+    }
+
+
+def test_a_sourced_resources_batch_names_its_worker_process() -> None:
+    data, buffers = encode.table("resources", "r", _samples(), source="pid 4123 @ host")
+    assert data["source"] == "pid 4123 @ host"
+    assert list(data)[-1] == "columns"
+    dec = encode.decode(data, buffers)
+    assert dec["source"] == "pid 4123 @ host"
+    assert np.allclose(dec["times"]["time"], _samples()["time"], atol=1e-6)
+
+
+def test_the_total_resources_batch_carries_no_source_field_as_in_protocol_1_0() -> None:
+    for message in (
+        encode.table("resources", "r", _samples()),
+        encode.table("resources", "r", _samples(), None, source=None),
+    ):
+        data, buffers = message
+        assert "source" not in data
+        assert encode.decode(data, buffers).get("source") is None
+    total = json.loads((FIXTURES / "resources.json").read_text())
+    sourced = json.loads((FIXTURES / "resources_source.json").read_text())
+    assert "source" not in total["data"]
+    assert sourced["data"]["source"] == "tcp://127.0.0.1:40123"
+    assert sourced["data"]["type"] == "resources"
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"), [("tasks", "tcp://a"), ("cache", "tcp://a"), ("resources", 7)]
+)
+def test_only_a_resources_batch_takes_a_string_source(kind: str, source: object) -> None:
+    cols = {c: np.zeros(2) for c, _ in encode.COLUMNS[kind]}
+    with pytest.raises(ValueError, match="source"):
+        encode.table(kind, "r", cols, source=source)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("source", [7, ["tcp://a"], {"a": 1}])
+def test_decode_rejects_a_source_that_is_not_a_string(source: object) -> None:
+    data, buffers = encode.table("resources", "r", _samples())
+    with pytest.raises(ValueError, match="source"):
+        encode.decode({**data, "source": source}, buffers)
+    tasks = {c: np.zeros(1) for c, _ in encode.COLUMNS["tasks"]}
+    data, buffers = encode.table("tasks", "r", tasks, first=0)
+    with pytest.raises(ValueError, match="source"):
+        encode.decode({**data, "source": "tcp://a"}, buffers)
+
+
+def test_only_a_panel_of_protocol_1_1_or_later_speaks_sources() -> None:
+    assert encode.SOURCE_VERSION == "1.1"
+    for peer in ("1.1", "1.2", "1.10"):
+        assert encode.speaks(peer, encode.SOURCE_VERSION), peer
+    for peer in ("1.0", "0.9", "2.0", "2.1", "1", "1.x", None, 1.1):
+        assert not encode.speaks(peer, encode.SOURCE_VERSION), peer
+
+
+def test_this_kernel_speaks_1_1_and_still_accepts_a_1_0_panel() -> None:
+    from daskprofile.jupyter import comm
+
+    assert comm.PROTOCOL_VERSION == "1.1"
+    assert encode.speaks(comm.PROTOCOL_VERSION, encode.SOURCE_VERSION)
+    assert encode.speaks(comm.PROTOCOL_VERSION, "1.0")
+    assert comm._major("1.0") == comm._major(comm.PROTOCOL_VERSION)

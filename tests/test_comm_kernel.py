@@ -8,6 +8,7 @@ kernel and reads the ``comm_msg``s on IOPub, decoded as the browser decodes them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import time
@@ -20,6 +21,7 @@ from jupyter_client.manager import KernelManager
 from zmq.utils.garbage import gc as _zmq_gc
 
 from daskprofile.jupyter import encode
+from daskprofile.jupyter.comm import PROTOCOL_VERSION
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +36,7 @@ COMPUTE = (
     "print(float((x + 1).sum().compute(scheduler='threads')))"
 )
 LAST_RUN_TASKS = (
-    "from daskprofile import recorder\n"
+    "from daskprofile.record import history as recorder\n"
     "print(len(recorder.history()[-1].tasks), recorder.history()[-1].meta['id'])"
 )
 
@@ -130,8 +132,9 @@ def _has(kind: str, n: int = 1) -> Callable[[list[dict[str, Any]]], bool]:
     return lambda log: sum(m["type"] == kind for m in log) >= n
 
 
-@pytest.fixture
-def panel() -> Iterator[Panel]:
+@contextlib.contextmanager
+def kernel_with_panel() -> Iterator[Panel]:
+    """A real kernel with the comm target registered, and the panel's side of the comm."""
     km = KernelManager(kernel_name="python3")
     km.start_kernel()
     kc = km.blocking_client()
@@ -144,6 +147,12 @@ def panel() -> Iterator[Panel]:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def panel() -> Iterator[Panel]:
+    with kernel_with_panel() as p:
+        yield p
 
 
 def _last_run(panel: Panel) -> tuple[int, str]:
@@ -181,7 +190,7 @@ def test_every_compute_streams_to_a_connected_panel(panel: Panel) -> None:
     panel.open()
     panel.wait(_has("hello"))
     hello = panel.of("hello")[0]
-    assert hello["protocol"] == "1.0"
+    assert hello["protocol"] == PROTOCOL_VERSION
     assert hello["history"] == 0
     assert hello["paused"] is False
     assert panel.execute(COMPUTE).strip() == str(2.0 * 400 * 400)
@@ -313,7 +322,7 @@ def test_protocol_major_mismatch_is_refused_clearly(panel: Panel) -> None:
     error = panel.of("error")[0]
     assert error["code"] == "protocol"
     assert "2.0" in error["message"]
-    assert "1.0" in error["message"]
+    assert PROTOCOL_VERSION in error["message"]
     panel.drain(0.5)
     assert comm_id in panel.closed
 
@@ -334,7 +343,9 @@ def _settle(panel: Panel, expected: str) -> None:
 
 
 def _kept(panel: Panel) -> list[str]:
-    code = "from daskprofile import recorder; print(*[r.meta['id'] for r in recorder.history()])"
+    code = (
+        "from daskprofile.record import history as H; print(*[r.meta['id'] for r in H.history()])"
+    )
     return panel.execute(code).split()
 
 
@@ -352,7 +363,7 @@ def test_a_panel_that_comes_back_replays_what_ran_while_it_was_away(panel: Panel
     assert len(kept) == 2
     n_tasks, rid = _last_run(panel)
     assert rid == kept[-1]
-    samples = "from daskprofile import recorder; print(len(recorder.history()[-1].resources))"
+    samples = "from daskprofile.record import history as H; print(len(H.history()[-1].resources))"
     assert int(panel.execute(samples)) > 0
     _settle(panel, "[] 1 False")  # the samplers stopped once idle
 

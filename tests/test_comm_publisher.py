@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import daskprofile
-from daskprofile import recorder
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
-from daskprofile.jupyter.feed import Feed, decimate, frozen_sources
+from daskprofile.jupyter.feed import Feed, decimate
 from daskprofile.jupyter.publisher import Connection, Publisher
+from daskprofile.record import history as recorder
+from daskprofile.record.cursors import frozen_cursors
 
 
 def _tasks(n: int, run: str = "r") -> encode.Message:
@@ -303,7 +304,7 @@ _STREAM_ONE_RUN = """
 import sys, time, uuid
 from operator import add
 import dask
-from daskprofile import recorder
+from daskprofile.record import history as recorder
 from daskprofile.jupyter import comm as dpcomm
 
 class Comm:
@@ -360,7 +361,7 @@ def test_progress_counts_erred_tasks_among_the_finished_ones() -> None:
         daskprofile.profile(resources=False, stacks=False) as run,
     ):
         dask.get(dsk, ("bad-bb22", 0))
-    messages = Feed(run, frozen_sources(run)).replay()
+    messages = Feed(run, frozen_cursors(run)).replay()
     (progress,) = [data for data, _ in messages if data["type"] == "progress"]
     names = {data["type"]: data for data, _ in messages}["groups"]["names"]
     by_group = {

@@ -1,4 +1,5 @@
-"""ProgressBar and ResourceProfiler drop-ins: prompt endings, dask's text format."""
+"""ProgressBar and ResourceProfiler drop-ins: prompt endings, dask's text format; the
+counts a bar shows of cluster graphs (the cluster itself: test_progress_cluster.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import dask
 import pytest
 
 from daskprofile import ProgressBar, ResourceProfiler
+from daskprofile.record.cluster_progress import ClusterCounts
 
 DSK = {"a": 1, "b": (add, "a", 1), "c": (add, "b", 1)}
 
@@ -80,3 +82,25 @@ def test_resource_profiler_ends_promptly_whatever_dt() -> None:
     r = rprof.results[0]
     assert r.mem > 1
     assert r.cpu >= 0
+
+
+def test_cluster_counts_are_all_done_only_once_every_graph_finished_cleanly() -> None:
+    running = ClusterCounts(done={"a": 3, "b": 9}, total={"a": 5, "b": 2}, graphs=2, pending=1)
+    assert running.groups() == {"a": (3, 5), "b": (2, 2)}  # a task run twice: never above
+    assert running.tasks() == (5, 7)
+    assert not running.complete
+    # a graph whose tasks were partly in memory already: they never run, yet it is done
+    finished = ClusterCounts(done={"a": 3}, total={"a": 5}, graphs=1, pending=0)
+    assert finished.complete
+    assert finished.tasks() == (5, 5)
+    failed = ClusterCounts(done={"a": 3}, total={"a": 5}, graphs=1, pending=0, erred=1)
+    assert failed.tasks() == (3, 5)
+
+
+def test_cluster_counts_since_a_base_keep_graphs_and_pending() -> None:
+    base = ClusterCounts(done={"a": 5}, total={"a": 5}, graphs=1, pending=0)
+    now = ClusterCounts(done={"a": 6, "b": 1}, total={"a": 10, "b": 4}, graphs=2, pending=1)
+    added = now.since(base)
+    assert (dict(added.done), dict(added.total)) == ({"a": 1, "b": 1}, {"a": 5, "b": 4})
+    assert (added.graphs, added.pending, added.complete) == (2, 1, False)
+    assert added.tasks() == (2, 9)

@@ -139,7 +139,7 @@ def _workers(client: Any) -> set[str]:
 
 # ---------------------------------------------------------------- tasks
 def test_every_task_is_timed_on_its_worker(client: Any) -> None:
-    with dd.profile(client, dt=0.05) as run:
+    with daskprofile.profile(client=client, dt=0.05) as run:
         assert client.gather(client.map(slow, range(8))) == list(range(8))
     tasks = run.tasks
     assert len(tasks) == 8
@@ -165,7 +165,7 @@ def test_every_task_is_timed_on_its_worker(client: Any) -> None:
 
 
 def test_failed_tasks_are_recorded_with_their_exception_type(inproc_client: Any) -> None:
-    with dd.profile(inproc_client) as run:
+    with daskprofile.profile(client=inproc_client) as run:
         futures = inproc_client.map(divide, [1, 0])
         assert futures[0].result() == 1
         with pytest.raises(ZeroDivisionError):
@@ -178,7 +178,7 @@ def test_failed_tasks_are_recorded_with_their_exception_type(inproc_client: Any)
 def test_group_of_dask_collections_and_fused_tasks(inproc_client: Any) -> None:
     da = pytest.importorskip("dask.array")
     x = da.ones((40, 40), chunks=10)
-    with dd.profile(inproc_client, stacks=False, resources=False) as run:
+    with daskprofile.profile(client=inproc_client, stacks=False, resources=False) as run:
         assert float(((x + 1) * 2).sum().compute()) == 40 * 40 * 4
     groups = set(run.tasks["group"])
     assert any(g.startswith("sum") for g in groups), groups
@@ -189,10 +189,12 @@ def test_group_of_dask_collections_and_fused_tasks(inproc_client: Any) -> None:
 def test_only_this_clients_tasks_unless_asked(inproc_client: Any) -> None:
     address = inproc_client.scheduler.address
     with distributed.Client(address) as other:
-        with dd.profile(inproc_client, stacks=False, resources=False) as mine:
+        with daskprofile.profile(client=inproc_client, stacks=False, resources=False) as mine:
             other.submit(slow, 1, key="other-1").result()
             inproc_client.submit(slow, 2, key="mine-1").result()
-        with dd.profile(inproc_client, all_clients=True, stacks=False, resources=False) as every:
+        with daskprofile.profile(
+            client=inproc_client, all_clients=True, stacks=False, resources=False
+        ) as every:
             other.submit(slow, 3, key="other-2").result()
     assert list(mine.tasks["key"]) == ["mine-1"]
     assert list(every.tasks["key"]) == ["other-2"]
@@ -200,7 +202,7 @@ def test_only_this_clients_tasks_unless_asked(inproc_client: Any) -> None:
 
 # ---------------------------------------------------------------- resources, cache, stacks
 def test_resources_per_worker_process(client: Any) -> None:
-    with dd.profile(client, dt=0.05) as run:
+    with daskprofile.profile(client=client, dt=0.05) as run:
         client.gather(client.map(crunch, [0.3, 0.31]))
     res = run.resources
     assert len(res) >= 3
@@ -223,7 +225,7 @@ def _workers_in_processes(client: Any) -> bool:
 
 
 def test_cache_is_bytes_held_per_group(inproc_client: Any) -> None:
-    with dd.profile(inproc_client, stacks=False, resources=False) as run:
+    with daskprofile.profile(client=inproc_client, stacks=False, resources=False) as run:
         futures = inproc_client.map(np.ones, [100_000, 200_000])
         inproc_client.gather(futures)
         time.sleep(0.3)
@@ -234,7 +236,7 @@ def test_cache_is_bytes_held_per_group(inproc_client: Any) -> None:
 
 
 def test_stacks_keep_the_task_function_as_innermost_frame(client: Any) -> None:
-    with dd.profile(client, interval=0.005) as run:
+    with daskprofile.profile(client=client, interval=0.005) as run:
         client.gather(client.map(spin, [0.4, 0.41]))
     tree = run.stacks["spin"]
     assert tree["count"] >= 20
@@ -263,7 +265,7 @@ def test_short_gil_holding_tasks_get_their_share_of_samples(client: Any) -> None
     args = [(short_spin, 0.0005)] * 1200 + [(spin, 0.01)] * 60
     random.Random(0).shuffle(args)
     interval = 0.005
-    with dd.profile(client, interval=interval) as run:
+    with daskprofile.profile(client=client, interval=interval) as run:
         client.gather([client.submit(fn, a, pure=False) for fn, a in args])
     tasks = run.tasks
     seconds = (tasks["stop"] - tasks["start"]).groupby(tasks["group"]).sum()
@@ -276,7 +278,7 @@ def test_short_gil_holding_tasks_get_their_share_of_samples(client: Any) -> None
 # ---------------------------------------------------------------- lifecycle
 def test_plugins_topic_and_threads_are_removed(client: Any) -> None:
     before = _cluster_state(client)
-    with dd.profile(client) as run:
+    with daskprofile.profile(client=client) as run:
         during = _cluster_state(client)
         client.gather(client.map(slow, range(2)))
     after = _settled(lambda: _cluster_state(client), before)
@@ -289,20 +291,20 @@ def test_plugins_topic_and_threads_are_removed(client: Any) -> None:
 
 
 def test_live_tables_fill_while_the_block_runs(inproc_client: Any) -> None:
-    with dd.profile(inproc_client) as run:
+    with daskprofile.profile(client=inproc_client) as run:
         inproc_client.gather(inproc_client.map(slow, range(4)))
         deadline = time.monotonic() + 3
         while len(run.tasks) < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(run.tasks) == 4
         assert not run.finished
-        assert daskprofile.recorder.live_runs() == [run]
-    assert daskprofile.recorder.history()[-1] is run
+        assert daskprofile.record.history.live_runs() == [run]
+    assert daskprofile.record.history.history()[-1] is run
 
 
 def test_default_client_is_used(inproc_client: Any) -> None:
     assert dd.active_client() is inproc_client
-    with dd.profile() as run:
+    with daskprofile.profile() as run:
         dask.delayed(slow)(1).compute()
     assert list(run.tasks["group"]) == ["slow"]
 
@@ -315,12 +317,12 @@ def test_daskprofile_profile_records_the_default_clients_cluster(inproc_client: 
     assert dd.task_worker_address(run.tasks["worker"][0]) in _workers(inproc_client)
     assert run.meta["schedulers"] == ["distributed"]
     assert "distributed" in run.meta
-    assert daskprofile.recorder.live_runs() == []
+    assert daskprofile.record.history.live_runs() == []
     assert _settled(lambda: _cluster_state(inproc_client), before) == before
 
 
 def test_local_and_cluster_tasks_in_one_run(inproc_client: Any) -> None:
-    with dd.profile(inproc_client, stacks=False) as run:
+    with daskprofile.profile(client=inproc_client, stacks=False) as run:
         dask.delayed(slow)(1, dask_key_name="local-1").compute(scheduler="threads")
         inproc_client.submit(slow, 2, key="remote-1").result()
     tasks = run.tasks.set_index("key")
@@ -333,7 +335,7 @@ def test_local_and_cluster_tasks_in_one_run(inproc_client: Any) -> None:
 
 def test_without_a_client_it_is_the_local_profile() -> None:
     assert dd.active_client() is None
-    with dd.profile() as run:
+    with daskprofile.profile() as run:
         dask.delayed(slow)(1).compute(scheduler="sync")
     assert len(run.tasks) == 1
     assert "distributed" not in run.meta
@@ -341,7 +343,7 @@ def test_without_a_client_it_is_the_local_profile() -> None:
 
 # ---------------------------------------------------------------- values
 def test_round_trip_and_html(client: Any, tmp_path: Path) -> None:
-    with dd.profile(client) as run:
+    with daskprofile.profile(client=client) as run:
         client.gather(client.map(spin, [0.2, 0.21]))
         client.gather(client.map(slow, range(4)))
     loaded = daskprofile.load(run.save(tmp_path / "run.npz"))
@@ -380,20 +382,18 @@ def test_a_failing_plugin_warns_once_and_never_fails_the_computation(
     inproc_client: Any,
 ) -> None:
     before = _cluster_state(inproc_client)
-    run = daskprofile.Run({"t0": time.perf_counter(), "finished": False})
     collector = BrokenOnScheduler(inproc_client, stacks=False, resources=False, flush=0.05)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         collector.start()
-        dd.attach(collector, run)
         assert inproc_client.gather(inproc_client.map(slow, range(4))) == list(range(4))
         time.sleep(0.2)
         assert inproc_client.submit(slow, 9).result() == 9
-        dd.finish(collector, run)
+        collector.stop()
     ours = [w for w in caught if "daskprofile" in str(w.message)]
     assert len(ours) == 1
     assert "boom in the scheduler plugin" in str(ours[0].message)
-    assert [e["collector"] for e in run.meta["errors"]] == ["distributed"]
+    assert [e["collector"] for e in collector.errors] == ["distributed"]
     assert _settled(lambda: _cluster_state(inproc_client), before) == before
 
 
@@ -407,44 +407,3 @@ def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any)
     assert collector.failed
     assert _settled(lambda: _cluster_state(inproc_client), before) == before
     assert not _settled(_our_threads, [])
-
-
-def test_merge_tables_remaps_lookups() -> None:
-    a = {
-        "key": ["a-1"],
-        "group": np.array([0], np.uint32),
-        "worker": np.array([0], np.uint16),
-        "submit": np.array([1.0]),
-        "start": np.array([1.0]),
-        "stop": np.array([2.0]),
-        "error": np.array([0], np.uint16),
-        "compute": np.array([1], np.uint32),
-        "groups": ["a"],
-        "workers": ["thread 0"],
-        "error_types": [None],
-        "dropped": 0,
-    }
-    b = {
-        **a,
-        "key": ["b-1", "a-2"],
-        "group": np.array([0, 1], np.uint32),
-        "worker": np.array([0, 0], np.uint16),
-        "submit": np.array([3.0, 4.0]),
-        "start": np.array([3.0, 4.0]),
-        "stop": np.array([3.5, 4.5]),
-        "error": np.array([1, 0], np.uint16),
-        "compute": np.array([1, 1], np.uint32),
-        "groups": ["b", "a"],
-        "workers": ["tcp://w:1 thread 0"],
-        "error_types": [None, "ValueError"],
-        "dropped": 2,
-    }
-    merged = dd.merge_tasks(a, b)
-    assert merged is not None
-    run = daskprofile.Run(data={"tasks": merged})
-    tasks = run.tasks
-    assert list(tasks["group"]) == ["a", "b", "a"]
-    assert list(tasks["worker"]) == ["thread 0", "tcp://w:1 thread 0", "tcp://w:1 thread 0"]
-    assert list(tasks["error"].isna()) == [True, False, True]  # None (NaN under pandas 3)
-    assert tasks["error"][1] == "ValueError"
-    assert merged["dropped"] == 2

@@ -11,7 +11,8 @@ import dask
 import pytest
 
 import daskprofile
-from daskprofile import recorder
+from daskprofile.record import history as recorder
+from daskprofile.record.cursors import Cursors
 from daskprofile.run import Run
 
 
@@ -120,9 +121,10 @@ def test_history_and_subscriptions() -> None:
     ended: list[Run] = []
     live_at_start: list[bool] = []
 
-    def on_start(run: Run) -> None:
+    def on_start(run: Run, cursors: Cursors) -> None:
         started.append(run)
         live_at_start.append(run in recorder.live_runs())
+        assert cursors.tasks is not None  # the recording's own readers come with the run
 
     unsubscribe = recorder.subscribe(on_start, ended.append)
     try:
@@ -227,14 +229,14 @@ def test_runs_recorded_elsewhere_can_be_announced() -> None:
     recorder.clear_history()
     seen: list[tuple[str, Run]] = []
     unsubscribe = recorder.subscribe(
-        lambda r: seen.append(("start", r)), lambda r: seen.append(("end", r))
+        lambda r, c: seen.append(("start", r)), lambda r: seen.append(("end", r))
     )
     try:
         run = Run({"id": "elsewhere", "finished": False})
-        recorder.add_live(run)
+        recorder.started(run, Cursors())
         assert recorder.live_runs() == [run]
         run.finish(1.0)
-        recorder.finish_live(run)
+        recorder.finished(run)
     finally:
         unsubscribe()
     assert seen == [("start", run), ("end", run)]

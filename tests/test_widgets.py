@@ -137,6 +137,17 @@ def test_groups_are_escaped_and_many_groups_are_summed() -> None:
     assert html.escape(HOSTILE) in page
 
 
+def test_group_rows_add_counts_from_a_cluster() -> None:
+    tally = widgets.Tally()
+    for group, done, total in [("inc", 3, 4), ("sum", 1, 1)]:
+        tally.index.group_id(group)
+        tally.group_done.append(done)
+        tally.group_total.append(total)
+    rows = tally.rows(extra={"inc": (10, 10), "load": (2, 6)})
+    assert rows == [("inc", 13, 14), ("load", 2, 6), ("sum", 1, 1)]
+    assert tally.rows() == [("inc", 3, 4), ("sum", 1, 1)]
+
+
 def test_outside_a_kernel_it_is_the_text_bar() -> None:
     assert daskprofile.ProgressBar is diagnostics.ProgressBar
     out = io.StringIO()

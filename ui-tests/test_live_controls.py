@@ -29,7 +29,7 @@ NAPS = (
     "parts = [dask.delayed(time.sleep)(0.02, dask_key_name=({name!r}, i)) for i in range({n})]; "
     "_ = dask.compute(*parts)"
 )
-LAST_RUN = "import daskprofile.recorder as R; print('RUN', R.history()[-1].meta['id'])"
+LAST_RUN = "import daskprofile.record.history as R; print('RUN', R.history()[-1].meta['id'])"
 STALE = (  # runs the kernel holds back for the (only) paused panel
     "from daskprofile.jupyter import comm as _c; "
     "print('STALE', *sorted(c.stale for c in _c.hub().publisher.connections.values())[0])"

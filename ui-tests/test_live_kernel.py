@@ -50,7 +50,7 @@ MATMUL = (
 )
 # what the kernel recorded for the last cell's run
 KERNEL_TASKS = (
-    "import daskprofile.recorder as R; run = R.history()[-1]; "
+    "import daskprofile.record.history as R; run = R.history()[-1]; "
     "print('TASKS', len(run.tasks)); print('RUN', run.meta['id'])"
 )
 SLOW = 240_000  # ms: the machine is shared, computes may crawl

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
         visualize,
     )
     from .memory import MemorySampler
-    from .recorder import profile
+    from .record.profile import profile
     from .report import performance_report
     from .run import Run, load
 
@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "ProgressBar": "diagnostics",
     "StackProfiler": "diagnostics",
     "visualize": "diagnostics",
-    "profile": "recorder",
+    "profile": "record.profile",
     "Run": "run",
     "load": "run",
     "MemorySampler": "memory",

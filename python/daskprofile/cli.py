@@ -7,8 +7,10 @@
     daskprofile view RUN_FILE [RUN_FILE...] -o report.html
 
 ``run`` executes the script as ``__main__`` with its own ``sys.argv``, profiling every
-Dask compute of the local schedulers; the script's output and exit code are kept, and the
-outputs are written even when it fails. daskprofile's options may come before or after
+Dask compute: the local schedulers' and those of every ``distributed.Client`` the script
+uses (one it makes itself too); the script's output and exit code are kept, and the
+outputs are written even when it fails. What could not be recorded (``run.meta.errors``)
+is printed on stderr. daskprofile's options may come before or after
 the script; arguments after ``--`` always go to the script. ``python -m daskprofile`` is
 the same command.
 """
@@ -206,17 +208,31 @@ def write_outputs(runs: list[Any], writers: list[tuple[str, Any]]) -> list[str]:
 
 def _summary_line(runs: list[Any], written: list[str]) -> str:
     tasks = sum(len(r.tasks) for r in runs)
-    computes = sum(int(r.meta.get("computes") or 0) for r in runs)
-    schedulers = sorted({s for r in runs for s in r.meta.get("schedulers") or []})
+    computes = sum(int(r.meta.computes or 0) for r in runs)
+    schedulers = sorted({s for r in runs for s in r.meta.schedulers or []})
     wall = sum(float(r.summary().get("wall_time") or 0.0) for r in runs)
     where = f" ({', '.join(schedulers)})" if schedulers else ""
     wrote = f"; wrote {', '.join(written)}" if written else ""
     return f"{PROG}: {computes} computes, {tasks} tasks in {wall:.2f} s{where}{wrote}"
 
 
+def _error_lines(runs: list[Any]) -> list[str]:
+    """What the runs could not record (``run.meta.errors``), each once."""
+    lines: list[str] = []
+    for run in runs:
+        for error in run.meta.errors or []:
+            line = f"{PROG}: warning: {error.get('collector')}: {error.get('error')}"
+            if line not in lines:
+                lines.append(line)
+    return lines
+
+
 def _finish(ns: argparse.Namespace, runs: list[Any], writers: list[tuple[str, Any]]) -> bool:
-    """Write the outputs and print the summary; False if an output failed."""
+    """Write the outputs, print what the runs could not record and the summary; False if an
+    output failed."""
     failed = write_outputs(runs, writers)
+    for line in _error_lines(runs):  # (even with --quiet: the outputs are incomplete)
+        print(line, file=sys.stderr)
     if not ns.quiet:
         written = [path for path, _ in writers if path not in failed]
         print(_summary_line(runs, written), file=sys.stderr)
@@ -226,7 +242,7 @@ def _finish(ns: argparse.Namespace, runs: list[Any], writers: list[tuple[str, An
 # ------------------------------------------------------------------ commands
 def cmd_run(ns: argparse.Namespace) -> int:
     """``daskprofile run``: the script's exit code (1 if it succeeded but an output failed)."""
-    from .recorder import profile
+    from .record.profile import profile
 
     if not os.path.isfile(ns.script):
         print(f"{PROG} run: no such script: {ns.script}", file=sys.stderr)

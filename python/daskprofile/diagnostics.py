@@ -23,6 +23,7 @@ import threading
 import warnings
 from collections import namedtuple
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import IO, Any
 
@@ -34,6 +35,7 @@ from .collectors import StackWorkerHook, merge_stacks
 from .hooks import Compute, TaskBatch, TaskEvent
 from .keys import GroupIndex
 from .options import duration, optional_callable
+from .record.cluster_progress import ClusterCounts, ClusterProgress, flush_for
 from .run import Run
 
 __all__ = [
@@ -247,6 +249,12 @@ class ProgressBar(Callback):
     ``minimum``: seconds before anything is shown; ``width``: bar width; ``dt``: redraw
     period; ``out``: file to write to (default ``sys.stdout``). A timer thread redraws;
     nothing is done per task, and the bar ends as soon as the compute does.
+
+    Graphs sent to a ``dask.distributed`` cluster while the bar is on (``with`` or
+    ``register()``) are shown too: one line per burst of cluster work, from its first graph
+    until every graph of the burst has finished, counted from the scheduler's batches
+    (:mod:`daskprofile.record.cluster_progress`). Leaving the block waits a moment for the
+    last batch (at most two batch periods and a second), then removes everything.
     """
 
     def __init__(
@@ -266,7 +274,35 @@ class ProgressBar(Callback):
         self._wake = threading.Event()
         self._timer: threading.Thread | None = None
         self._start_time = 0.0
+        self._cluster = ClusterProgress(on_graph=self._cluster_graph, flush=flush_for(self._dt))
+        self._cluster_lock = threading.Lock()
+        self._burst: _Burst | None = None
+        self._leaving = False  # the block ends: the end is drawn by _cluster_done only
 
+    # ------------------------------------------------------------ registration
+    def __enter__(self) -> ProgressBar:
+        super().__enter__()
+        self._cluster.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if not getattr(self, "_was_registered", False):
+                self._cluster_off()
+        finally:
+            super().__exit__(*exc)
+
+    def register(self) -> None:
+        super().register()
+        self._cluster.start()
+
+    def unregister(self) -> None:
+        try:
+            self._cluster_off()
+        finally:
+            super().unregister()
+
+    # ------------------------------------------------------------ local computes
     def _start(self, dsk: Any) -> None:
         self._state = None
         self._start_time = perf_counter()
@@ -311,6 +347,84 @@ class ProgressBar(Callback):
         if ndone < ntasks:
             self._draw_bar(ndone / ntasks, elapsed)
 
+    # ------------------------------------------------------------ cluster graphs
+    def _cluster_graph(self) -> None:
+        """A graph was sent to a cluster (submitting thread): start a burst if none runs."""
+        with self._cluster_lock:
+            if self._burst is not None:
+                return
+            burst = self._burst = _Burst(perf_counter(), self._cluster.counts())
+            burst.thread = threading.Thread(
+                target=self._cluster.guard,
+                args=(self._burst_timer, burst),
+                name="daskprofile-progress",
+                daemon=True,
+            )
+            burst.thread.start()
+
+    def _burst_timer(self, burst: _Burst) -> None:
+        """Redraw the burst every ``dt``; end it once all its graphs have finished."""
+        while not burst.stop.wait(self._dt):
+            with self._cluster_lock:  # (a graph announced meanwhile is pending: not ended)
+                if self._burst is not burst:
+                    return
+                counts = self._cluster.counts()
+                ended = counts.complete and not self._leaving
+                if ended:
+                    self._burst = None
+            if ended:
+                self._end_burst(burst, counts, finished=True)
+                return
+            elapsed = perf_counter() - burst.start
+            if elapsed > self._minimum:
+                self._draw_counts(counts.since(burst.base), elapsed)
+
+    def _draw_counts(self, counts: ClusterCounts, elapsed: float) -> None:
+        done, total = counts.tasks()
+        if not total:
+            self._draw_bar(0, elapsed)
+        elif done < total:
+            self._draw_bar(done / total, elapsed)
+
+    def _end_burst(self, burst: _Burst, counts: ClusterCounts, finished: bool) -> None:
+        elapsed = perf_counter() - burst.start
+        self.last_duration = elapsed
+        if elapsed < self._minimum:
+            return
+        added = counts.since(burst.base)
+        if finished and not added.erred:
+            self._draw_bar(1, elapsed)
+        else:
+            self._draw_counts(added, elapsed)
+        self._write("\n")
+
+    def _cluster_off(self) -> None:
+        """Leaving: wait (bounded) for the last batches, draw the end, remove everything."""
+        cluster = self._cluster
+        self._leaving = True
+        try:
+            finished = cluster.settle()
+            if finished:
+                cluster.guard(self._cluster_done, True)
+                cluster.stop()
+            else:  # left running: stopping brings the last counts in first
+                cluster.stop()
+                cluster.guard(self._cluster_done, False)
+        finally:
+            self._leaving = False
+
+    def _cluster_done(self, finished: bool) -> None:
+        """The block ends: the running burst's last line (``finished``: every graph ended)."""
+        with self._cluster_lock:
+            burst, self._burst = self._burst, None
+        if burst is None:
+            return
+        burst.stop.set()
+        if burst.thread is not None and burst.thread is not threading.current_thread():
+            burst.thread.join()
+        self._end_burst(burst, self._cluster.counts(), finished)
+
+    # ------------------------------------------------------------ drawing
     def _draw_bar(self, frac: float, elapsed: float) -> None:
         bar = "#" * int(self._width * frac)
         percent = int(100 * frac)
@@ -320,6 +434,16 @@ class ProgressBar(Callback):
         with contextlib.suppress(ValueError, AttributeError):
             self._file.write(text)
             self._file.flush()
+
+
+@dataclass(eq=False)
+class _Burst:
+    """Cluster work drawn on one line: from a graph sent while none ran until all ended."""
+
+    start: float
+    base: ClusterCounts  # the counts before it (subtracted)
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
 
 
 class StackProfiler(_Timed):

@@ -110,7 +110,7 @@ class ProfileOptions:
     metric_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly form, stored in ``run.meta["options"]``."""
+        """JSON-friendly form, stored in ``run.meta.options``."""
         out = asdict(self)
         out["metric"] = getattr(self.metric, "__name__", None) if self.metric else None
         return out

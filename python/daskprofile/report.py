@@ -89,7 +89,7 @@ class performance_report:
         self.run: Any = None
 
     def __enter__(self) -> performance_report:
-        from .recorder import profile
+        from .record.profile import profile
 
         self._client = distributed_client_active()
         self._profile = profile(tasks=True, resources=True, cache=True, stacks=True)
@@ -126,7 +126,7 @@ class performance_report:
         from .export.html import to_html
 
         notes = []
-        recorded = "distributed" in self.run.meta.get("schedulers", ())
+        recorded = "distributed" in self.run.meta.schedulers
         if (self._client or distributed_client_active()) and not recorded:
             notes.append(
                 "A distributed Client was active but its cluster could not be recorded "

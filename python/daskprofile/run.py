@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .meta import VERSION, RunMeta
+
 if TYPE_CHECKING:
     import pandas as pd
 
 FORMAT = "daskprofile-run"
-VERSION = 1
 
 Table = dict[str, Any]
 Tree = dict[str, Any]
@@ -92,12 +93,8 @@ class Run:
     def __init__(
         self, meta: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None
     ):
-        self.meta: dict[str, Any] = dict(meta or {})
-        self.meta.setdefault("version", VERSION)
-        self.meta.setdefault("t0", 0.0)
-        self.meta.setdefault("dropped", {})
-        self.meta.setdefault("errors", [])
-        self.meta.setdefault("finished", True)
+        #: typed metadata (:class:`~daskprofile.meta.RunMeta`), also readable as a mapping
+        self.meta: RunMeta = RunMeta.from_dict(meta or {})
         self._data: dict[str, Any] = dict(data or {})
         self._sources: dict[str, Callable[[], Any]] = {}
         self._lock = threading.Lock()
@@ -124,10 +121,10 @@ class Run:
             try:
                 self._data[name] = source()
             except Exception as exc:  # a broken collector never breaks the run
-                self.meta["errors"].append({"collector": name, "error": repr(exc)})
-        self.meta["t1"] = t1
-        self.meta["finished"] = True
-        self.meta["dropped"] = {
+                self.meta.errors.append({"collector": name, "error": repr(exc)})
+        self.meta.t1 = t1
+        self.meta.finished = True
+        self.meta.dropped = {
             name: int(table.get("dropped", 0))  # compact or decoded: both carry it
             for name, table in self._data.items()
             if isinstance(table, dict) and "dropped" in table
@@ -136,7 +133,7 @@ class Run:
     @property
     def finished(self) -> bool:
         """Whether the block has ended (the run no longer changes)."""
-        return bool(self.meta.get("finished"))
+        return bool(self.meta.finished)
 
     def _table(self, name: str) -> Any:
         source = self._sources.get(name)
@@ -184,7 +181,7 @@ class Run:
     @property
     def t0(self) -> float:
         """``perf_counter()`` at the start of the block."""
-        return float(self.meta.get("t0", 0.0))
+        return float(self.meta.t0)
 
     @property
     def tasks(self) -> pd.DataFrame:
@@ -267,33 +264,38 @@ class Run:
         end of every run, in a thread that shares the GIL with the next compute."""
         tasks = self.raw("tasks", keys=False)
         res = self.raw("resources")
-        t1 = self.meta.get("t1")
+        t1 = self.meta.t1
         err = np.asarray(tasks["error"])
         workers = np.asarray(tasks["worker"], dtype=np.int64)
         labels = tasks["workers"]
         return {
-            "id": self.meta.get("id"),
+            "id": self.meta.id,
             "wall_time": (float(t1) - self.t0) if t1 is not None else None,
-            "computes": self.meta.get("computes", 0),
-            "schedulers": list(self.meta.get("schedulers", [])),
+            "computes": self.meta.computes,
+            "schedulers": list(self.meta.schedulers),
             "tasks": len(err),
             "errors": int(np.count_nonzero(err)),
             "workers": len({labels[w] for w in np.unique(workers).tolist()}),
             "groups": _group_table(tasks),
             "peak_memory": int(np.max(res["memory"])) if len(res["memory"]) else None,
             "mean_cpu": float(np.mean(res["cpu"])) if len(res["cpu"]) else None,
-            "dropped": dict(self.meta.get("dropped", {})),
+            "dropped": dict(self.meta.dropped),
+            "cluster": _cluster_summary(self.meta.distributed),
         }
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "live"
         n = len(self.raw("tasks", keys=False)["start"])
-        return f"<daskprofile.Run {self.meta.get('id')!r} {state}: {n} tasks>"
+        return f"<daskprofile.Run {self.meta.id!r} {state}: {n} tasks>"
 
     # ------------------------------------------------------------------ values
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (lists and numbers) that :meth:`from_dict` reads back."""
-        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "meta": _jsonable(self.meta)}
+        out: dict[str, Any] = {
+            "format": FORMAT,
+            "version": VERSION,
+            "meta": _jsonable(self.meta.to_dict()),
+        }
         for name in _EMPTY:
             table = self.raw(name)
             out[name] = {k: _listify(v) for k, v in table.items()}
@@ -326,7 +328,12 @@ class Run:
                 arrays[f"{name}.{col}"] = np.asarray(table[col])
             extra[name] = {k: table.get(k) for k in _LOOKUPS.get(name, ())}
         arrays["tasks.key_text"], arrays["tasks.key_end"] = _pack_strings(self.raw("tasks")["key"])
-        head = {"format": FORMAT, "version": VERSION, "meta": _jsonable(self.meta), **extra}
+        head = {
+            "format": FORMAT,
+            "version": VERSION,
+            "meta": _jsonable(self.meta.to_dict()),
+            **extra,
+        }
         head["stacks"] = self.stacks
         head["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
         arrays["__json__"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
@@ -410,6 +417,20 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return repr(value)
+
+
+def _cluster_summary(described: Any) -> dict[str, Any] | None:
+    """Scheduler, workers, threads and memory limit of a cluster run (``meta["distributed"]``)."""
+    if not isinstance(described, Mapping):
+        return None
+    workers = described.get("workers") or {}
+    infos = [w for w in workers.values() if isinstance(w, Mapping)]
+    return {
+        "scheduler": described.get("scheduler"),
+        "workers": len(infos),
+        "threads": sum(int(w.get("nthreads", 0) or 0) for w in infos),
+        "memory_limit": sum(int(w.get("memory_limit", 0) or 0) for w in infos),
+    }
 
 
 def _group_table(tasks: Table) -> list[dict[str, Any]]:

@@ -161,6 +161,34 @@ export function fitText(
   return lo > 0 ? text.slice(0, lo) + '…' : '';
 }
 
+/**
+ * Text cut at its start to fit `max` pixels (`…0.1:40123`): for labels whose end tells
+ * them apart, such as worker addresses.
+ */
+export function fitTextEnd(
+  ctx: CanvasRenderingContext2D,
+  text: string,
+  max: number
+): string {
+  if (max <= 8) {
+    return '';
+  }
+  if (ctx.measureText(text).width <= max) {
+    return text;
+  }
+  let lo = 0;
+  let hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText('…' + text.slice(text.length - mid)).width <= max) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo > 0 ? '…' + text.slice(text.length - lo) : '';
+}
+
 /** A tooltip: a floating box of text lines (set with textContent). */
 export class Tooltip {
   constructor(parent: HTMLElement) {

@@ -1,16 +1,42 @@
 /**
  * CPU and memory lines, and cache occupancy per group, on the task stream's time axis
- * (same gutter, same viewport). Series are decimated per pixel column (lod.ts).
+ * (same gutter, same viewport). Series are decimated per pixel column (lod.ts). The run's
+ * total is drawn bold; each worker process (a `source` of resources, protocol 1.1) as a
+ * thin, lighter line of its own colour (CPU solid, memory dashed) named in a legend.
  */
 
 import { formatBytes, formatPercent, niceTicks } from '../format';
 import { decimate, IDecimated, stepVertices } from '../lod';
-import { ChangeKind, ProfileModel, RunData } from '../model';
+import { ChangeKind, ProfileModel, ResourceSeries, RunData } from '../model';
 import { CanvasView, GUTTER } from './canvas';
 import { TimeViewport } from './viewport';
 
 const CPU_COLOR = '#1f77b4';
 const MEMORY_COLOR = '#d62728';
+/** Opacity of a worker process's lines (lighter than the total's). */
+const SOURCE_ALPHA = 0.75;
+/** Most worker processes named in the legend. */
+const MAX_LEGEND_SOURCES = 40;
+
+/** Colours of worker processes: categorical, none the total's blue or red. */
+const SOURCE_PALETTE = [
+  '#ff7f0e',
+  '#2ca02c',
+  '#9467bd',
+  '#17becf',
+  '#8c564b',
+  '#e377c2',
+  '#bcbd22',
+  '#7f7f7f'
+];
+
+/**
+ * The colour of the `index`-th worker process in label order: distinct for up to eight,
+ * and the same for a replayed run (the order does not depend on arrival).
+ */
+export function sourceColor(index: number): string {
+  return SOURCE_PALETTE[index % SOURCE_PALETTE.length];
+}
 
 /** Draw a decimated series as a line through each column's min/max envelope. */
 function drawSeries(
@@ -117,9 +143,21 @@ abstract class TimeSeriesView extends CanvasView {
 export class ResourcesView extends TimeSeriesView {
   constructor(model: ProfileModel, viewport: TimeViewport) {
     super('jp-DaskProfile-resources', 90, model, viewport);
+    // its own class: `.jp-DaskProfile-legend` names the task groups' legend
+    this.legend.className = 'jp-DaskProfile-sourceLegend';
+    Object.assign(this.legend.style, {
+      display: 'none',
+      flexWrap: 'wrap',
+      gap: '2px 10px',
+      margin: '2px 0 4px'
+    });
+    this.node.append(this.legend);
   }
 
   protected readonly kinds: ChangeKind[] = ['resources'];
+
+  /** Names and colours of the worker processes (empty and hidden when there are none). */
+  readonly legend = document.createElement('div');
 
   /** Points drawn in the last frame (after decimation). */
   points = 0;
@@ -137,43 +175,44 @@ export class ResourcesView extends TimeSeriesView {
     this.drawGrid(ctx, plotW, height);
     this.drawSelection(ctx, plotW, height);
     const theme = this.theme;
+    const sources = run ? run.sources() : [];
+    this._updateLegend(sources);
     const n = run?.resourceCount ?? 0;
-    if (!run || n === 0) {
+    if (!run || (n === 0 && sources.length === 0)) {
       ctx.fillStyle = theme.muted;
       ctx.fillText('CPU, memory: no samples yet', 4, 14);
       this.points = 0;
       this.canvas.dataset.points = '0';
+      this.canvas.dataset.sources = '0';
       return;
     }
-    const { start, end } = this.viewport;
-    const cpu = decimate(
-      run.resTime.data,
-      run.resCpu.data,
-      n,
-      start,
-      end,
-      plotW
-    );
-    const mem = decimate(
-      run.resTime.data,
-      run.resMemory.data,
-      n,
-      start,
-      end,
-      plotW
-    );
     const { maxCpu, maxMem } = this._maxima(run);
     const top = 4;
     const h = height - top - 2;
+    const yCpu = (v: number) => top + h - (v / maxCpu) * h;
+    const yMem = (v: number) => top + h - (v / maxMem) * h;
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, 0, plotW, height);
     ctx.clip();
+    let points = 0;
+    // each worker process under the total: thin, lighter, its own colour
+    ctx.lineWidth = 1;
+    ctx.globalAlpha = SOURCE_ALPHA;
+    for (const [i, [, series]] of sources.entries()) {
+      ctx.strokeStyle = sourceColor(i);
+      ctx.setLineDash([]);
+      points += this._line(ctx, series, series.cpu.data, plotW, yCpu);
+      ctx.setLineDash([4, 3]);
+      points += this._line(ctx, series, series.memory.data, plotW, yMem);
+    }
+    ctx.setLineDash([]);
+    ctx.globalAlpha = 1;
     ctx.lineWidth = 1.5;
     ctx.strokeStyle = theme.dark ? '#6baed6' : CPU_COLOR;
-    drawSeries(ctx, cpu, GUTTER, v => top + h - (v / maxCpu) * h);
+    points += this._line(ctx, run.resources, run.resCpu.data, plotW, yCpu);
     ctx.strokeStyle = theme.dark ? '#fc8d59' : MEMORY_COLOR;
-    drawSeries(ctx, mem, GUTTER, v => top + h - (v / maxMem) * h);
+    points += this._line(ctx, run.resources, run.resMemory.data, plotW, yMem);
     ctx.restore();
     ctx.textBaseline = 'top';
     ctx.fillStyle = theme.dark ? '#6baed6' : CPU_COLOR;
@@ -182,19 +221,80 @@ export class ResourcesView extends TimeSeriesView {
     ctx.fillStyle = theme.dark ? '#fc8d59' : MEMORY_COLOR;
     ctx.fillText('Memory', 4, 36);
     ctx.fillText(formatBytes(maxMem), 4, 49);
-    this.points = cpu.x.length + mem.x.length;
+    this.points = points;
     this.canvas.dataset.points = String(this.points);
+    this.canvas.dataset.sources = String(sources.length);
   }
 
+  /** Draw one column of `series` decimated to the plot's width; returns the points. */
+  private _line(
+    ctx: CanvasRenderingContext2D,
+    series: ResourceSeries,
+    values: ArrayLike<number>,
+    plotW: number,
+    y: (v: number) => number
+  ): number {
+    const n = series.length;
+    if (n === 0) {
+      return 0;
+    }
+    const { start, end } = this.viewport;
+    const d = decimate(series.time.data, values, n, start, end, plotW);
+    drawSeries(ctx, d, GUTTER, y);
+    return d.x.length;
+  }
+
+  /** Scales: the total's maxima, or a worker process's when larger. */
   private _maxima(run: RunData): { maxCpu: number; maxMem: number } {
-    let maxCpu = 100;
-    let maxMem = 1;
-    for (let i = 0; i < run.resourceCount; i++) {
-      maxCpu = Math.max(maxCpu, run.resCpu.data[i]);
-      maxMem = Math.max(maxMem, run.resMemory.data[i]);
+    let maxCpu = Math.max(100, run.resources.maxCpu);
+    let maxMem = Math.max(1, run.resources.maxMemory);
+    for (const series of run.resourceSources.values()) {
+      maxCpu = Math.max(maxCpu, series.maxCpu);
+      maxMem = Math.max(maxMem, series.maxMemory);
     }
     return { maxCpu: Math.ceil(maxCpu / 100) * 100, maxMem: maxMem * 1.05 };
   }
+
+  /** One item per worker process: a swatch of its colour and its label (as text). */
+  private _updateLegend(sources: [string, ResourceSeries][]): void {
+    const names = sources.map(([source]) => source);
+    const key = names.join('\n');
+    if (key === this._legendKey) {
+      return;
+    }
+    this._legendKey = key;
+    this.legend.style.display = names.length === 0 ? 'none' : 'flex';
+    if (names.length === 0) {
+      this.legend.replaceChildren();
+      return;
+    }
+    const note = document.createElement('span');
+    note.className = 'jp-DaskProfile-legendItem';
+    note.textContent = 'Per process (CPU solid, memory dashed):';
+    const items: HTMLElement[] = [note];
+    for (const [i, source] of names.slice(0, MAX_LEGEND_SOURCES).entries()) {
+      const item = document.createElement('span');
+      item.className = 'jp-DaskProfile-legendItem';
+      item.title = source;
+      const swatch = document.createElement('span');
+      swatch.className = 'jp-DaskProfile-swatch';
+      swatch.style.background = sourceColor(i);
+      swatch.style.height = '3px';
+      swatch.style.opacity = String(SOURCE_ALPHA);
+      const name = document.createElement('span');
+      name.textContent = source;
+      item.append(swatch, name);
+      items.push(item);
+    }
+    if (names.length > MAX_LEGEND_SOURCES) {
+      const more = document.createElement('span');
+      more.textContent = `+${names.length - MAX_LEGEND_SOURCES} more`;
+      items.push(more);
+    }
+    this.legend.replaceChildren(...items);
+  }
+
+  private _legendKey = '';
 }
 
 /** Cache occupancy per task group, as step lines coloured by group. */

@@ -155,6 +155,14 @@ export class RunBar {
       ['Peak memory', s.peakMemory === null ? '–' : formatBytes(s.peakMemory)],
       ['Mean CPU', s.meanCpu === null ? '–' : formatPercent(s.meanCpu)]
     ];
+    if (s.cluster) {
+      const c = s.cluster;
+      items.push([
+        'Cluster',
+        `${formatCount(c.workers)} workers · ${formatCount(c.threads)} threads` +
+          (c.memoryLimit > 0 ? ` · ${formatBytes(c.memoryLimit)}` : '')
+      ]);
+    }
     const dropped = Object.entries(s.dropped).filter(([, n]) => n > 0);
     if (dropped.length > 0) {
       items.push([

@@ -2,7 +2,8 @@
  * The task stream: a lane per worker, a rectangle per task coloured by group, drawn on a
  * canvas with level of detail (lod.ts); wheel zoom, drag pan, shift+drag selects a time
  * range, double-click resets; hovering a task shows its key (fetched on demand), group,
- * worker, duration and wait.
+ * worker, duration and wait. The threads of each cluster worker form a group of lanes
+ * under its address, with a separator between groups (lanes.ts); local runs are ungrouped.
  */
 
 import { formatDuration, formatTick, niceTicks } from '../format';
@@ -14,12 +15,33 @@ import {
   paintRects,
   RectBuffer
 } from '../lod';
+import {
+  ILaneGeometry,
+  ILaneLayout,
+  laneAt,
+  laneGeometry,
+  layoutHeight,
+  layoutLanes
+} from '../lanes';
 import { ChangeKind, ProfileModel, RunData } from '../model';
-import { CanvasView, fitText, GUTTER, Tooltip } from './canvas';
+import { CanvasView, fitText, fitTextEnd, GUTTER, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
 
 const AXIS = 18;
 const MAX_HEIGHT = 320;
+/** Height of the band above a group of lanes that holds the worker's address. */
+const GROUP_HEADER = 14;
+/** Lanes thinner than this get no label. */
+const MIN_LABELLED_LANE = 9;
+
+/** The lanes of `run` in display order. */
+function runLayout(run: RunData): ILaneLayout {
+  return layoutLanes(
+    run.lanes.map(
+      id => run.workers.get(id) ?? { id, label: `worker ${id}`, kind: '' }
+    )
+  );
+}
 
 /** Options of the task stream (from the settings registry). */
 export interface ITaskStreamOptions {
@@ -67,11 +89,12 @@ export class TaskStreamView extends CanvasView {
     if (run) {
       const [lo, hi] = run.extent();
       this._viewport.setExtent(lo, hi);
-      const lanes = Math.max(1, run.lanes.length);
-      this.setHeight(
-        AXIS +
-          Math.min(MAX_HEIGHT, Math.max(40, lanes * this.options.maxLaneHeight))
+      const content = layoutHeight(
+        runLayout(run),
+        this.options.maxLaneHeight,
+        GROUP_HEADER
       );
+      this.setHeight(AXIS + Math.min(MAX_HEIGHT, Math.max(40, content)));
     }
     this._updateLegend(run);
     this.schedule();
@@ -87,6 +110,8 @@ export class TaskStreamView extends CanvasView {
     const plotW = width - GUTTER;
     this._rects.clear();
     if (!run || plotW <= 0) {
+      this._layout = layoutLanes([]);
+      this._geometry = laneGeometry(this._layout, 0, 0);
       ctx.fillStyle = theme.muted;
       ctx.fillText(
         run ? '' : 'No run yet: compute something with Dask.',
@@ -98,20 +123,21 @@ export class TaskStreamView extends CanvasView {
     }
     const v0 = this._viewport.start;
     const v1 = this._viewport.end;
-    const lanes = run.lanes;
-    const laneH = lanes.length > 0 ? (height - AXIS) / lanes.length : 0;
-    this._laneH = laneH;
+    const layout = runLayout(run);
+    const geometry = laneGeometry(layout, height - AXIS, GROUP_HEADER);
+    this._layout = layout;
+    this._geometry = geometry;
     this._drawAxis(ctx, v0, v1, plotW, height);
 
     const groupOf = run.taskGroup.data;
-    lanes.forEach((worker, i) => {
+    layout.order.forEach((worker, i) => {
       const lane = run.laneIndex.get(worker);
       if (lane) {
         laneRects(lane, i, groupOf, v0, v1, plotW, this._rects);
       }
     });
     const buffer = this._rects;
-    this._paint(ctx, run, v0, v1, plotW, laneH);
+    this._paint(ctx, run, v0, v1, plotW, geometry);
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
@@ -119,8 +145,11 @@ export class TaskStreamView extends CanvasView {
     this._drawHover(ctx, run, v0, v1, plotW);
     this._drawSelection(ctx, v0, v1, plotW, height);
     ctx.restore();
-    this._drawLaneLabels(ctx, run, laneH);
+    this._drawLaneLabels(ctx, layout, geometry);
+    this._drawGroups(ctx, layout, geometry, width);
     this.canvas.dataset.rects = String(buffer.length);
+    this.canvas.dataset.lanes = String(layout.order.length);
+    this.canvas.dataset.groups = String(layout.groups.length);
     this.canvas.dataset.visited = String(buffer.visited);
     this.canvas.dataset.view = `${v0},${v1}`;
   }
@@ -135,7 +164,7 @@ export class TaskStreamView extends CanvasView {
     v0: number,
     v1: number,
     plotW: number,
-    laneH: number
+    geometry: ILaneGeometry
   ): void {
     const dpr = window.devicePixelRatio || 1;
     const px = Math.round(GUTTER * dpr);
@@ -164,15 +193,16 @@ export class TaskStreamView extends CanvasView {
         }
       }
     }
-    const lanes = run.lanes.length;
+    const { tops, laneHeight: laneH } = geometry;
+    const lanes = tops.length;
     const gap = laneH > 6 ? 1 : 0;
     const laneTop = new Int32Array(lanes);
     const laneBottom = new Int32Array(lanes);
     for (let l = 0; l < lanes; l++) {
-      laneTop[l] = Math.round(l * laneH * dpr);
+      laneTop[l] = Math.round(tops[l] * dpr);
       laneBottom[l] = Math.max(
         laneTop[l] + 1,
-        Math.round(((l + 1) * laneH - gap) * dpr)
+        Math.round((tops[l] + laneH - gap) * dpr)
       );
     }
     const groups = Math.max(1, run.groups.length);
@@ -230,28 +260,75 @@ export class TaskStreamView extends CanvasView {
     }
   }
 
+  /**
+   * Lane labels in the gutter. Without group bands (too many groups for the height), a
+   * group's first lane shows its address instead (its end: the port tells workers apart).
+   */
   private _drawLaneLabels(
     ctx: CanvasRenderingContext2D,
-    run: RunData,
-    laneH: number
+    layout: ILaneLayout,
+    geometry: ILaneGeometry
   ): void {
     const theme = this.theme;
+    const { tops, laneHeight: laneH, header } = geometry;
+    const { groups } = layout;
     ctx.fillStyle = theme.background;
     ctx.fillRect(0, AXIS, GUTTER, this.height - AXIS);
-    if (laneH < 9) {
-      ctx.fillStyle = theme.muted;
-      ctx.fillText(`${run.lanes.length} workers`, 4, AXIS + 8);
+    ctx.fillStyle = theme.muted;
+    if (laneH < MIN_LABELLED_LANE) {
+      if (header === 0) {
+        const lanes = layout.order.length;
+        const text =
+          groups.length > 0
+            ? `${groups.length} groups, ${lanes} lanes`
+            : `${lanes} workers`;
+        ctx.textBaseline = 'alphabetic';
+        ctx.fillText(fitText(ctx, text, GUTTER - 8), 4, AXIS + 8);
+      }
       return;
     }
-    ctx.fillStyle = theme.muted;
+    const labels = layout.labels.slice();
+    if (header === 0) {
+      for (const g of groups.filter(g => !g.local)) {
+        labels[g.first] = fitTextEnd(ctx, g.label, GUTTER - 8);
+      }
+    }
     ctx.textBaseline = 'middle';
-    run.lanes.forEach((w, i) => {
-      const label = run.workers.get(w)?.label ?? `worker ${w}`;
+    labels.forEach((label, i) => {
       ctx.fillText(
         fitText(ctx, label, GUTTER - 8),
         4,
-        AXIS + (i + 0.5) * laneH
+        AXIS + tops[i] + laneH / 2
       );
+    });
+  }
+
+  /** A separator above every group but the first, and each group's label in its band. */
+  private _drawGroups(
+    ctx: CanvasRenderingContext2D,
+    layout: ILaneLayout,
+    geometry: ILaneGeometry,
+    width: number
+  ): void {
+    const { groupTops, header, laneHeight } = geometry;
+    const theme = this.theme;
+    ctx.textBaseline = 'middle';
+    layout.groups.forEach((group, g) => {
+      const top = AXIS + groupTops[g];
+      if (g > 0 && header + group.count * laneHeight >= 4) {
+        // in the gap under the previous lane when there is no band
+        const y = Math.round(top) - (header > 0 ? 0 : 1);
+        ctx.fillStyle = theme.border;
+        ctx.fillRect(0, y, width, 1);
+      }
+      if (header > 0) {
+        ctx.fillStyle = theme.muted;
+        ctx.fillText(
+          fitText(ctx, group.label, width - 8),
+          4,
+          top + header / 2 + 0.5
+        );
+      }
     });
   }
 
@@ -266,18 +343,17 @@ export class TaskStreamView extends CanvasView {
     if (row < 0 || row >= run.taskCount) {
       return;
     }
-    const lane = run.lanes.indexOf(run.taskWorker.data[row]);
+    const lane = this._layout.index.get(run.taskWorker.data[row]);
+    if (lane === undefined) {
+      return;
+    }
+    const { tops, laneHeight } = this._geometry;
     const k = plotW / (v1 - v0);
     const x0 = GUTTER + (run.taskStart.data[row] - v0) * k;
     const x1 = GUTTER + (run.taskStop.data[row] - v0) * k;
     ctx.strokeStyle = this.theme.foreground;
     ctx.lineWidth = 1.5;
-    ctx.strokeRect(
-      x0,
-      AXIS + lane * this._laneH,
-      Math.max(1, x1 - x0),
-      this._laneH - 1
-    );
+    ctx.strokeRect(x0, AXIS + tops[lane], Math.max(1, x1 - x0), laneHeight - 1);
   }
 
   private _drawSelection(
@@ -437,9 +513,9 @@ export class TaskStreamView extends CanvasView {
     const [x, y] = this._local(e);
     this._mouse = [x, y];
     let row = -1;
-    if (run && x >= GUTTER && y >= AXIS && this._laneH > 0) {
-      const laneIdx = Math.floor((y - AXIS) / this._laneH);
-      const worker = run.lanes[laneIdx];
+    if (run && x >= GUTTER && y >= AXIS) {
+      // the layout of the frame on screen: y -> lane -> worker
+      const worker = this._layout.order[laneAt(this._geometry, y - AXIS)];
       const lane = worker !== undefined ? run.laneIndex.get(worker) : undefined;
       if (lane) {
         const tolerance =
@@ -503,7 +579,8 @@ export class TaskStreamView extends CanvasView {
   private _rects = new RectBuffer();
   private _image: ImageData | null = null;
   private _pixels: Uint32Array | null = null;
-  private _laneH = 0;
+  private _layout: ILaneLayout = layoutLanes([]);
+  private _geometry: ILaneGeometry = laneGeometry(this._layout, 0, 0);
   private _hoverRow = -1;
   private _mouse: [number, number] = [0, 0];
   private _drag: {

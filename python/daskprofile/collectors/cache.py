@@ -14,7 +14,7 @@ per group.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -244,6 +244,22 @@ class CacheCollector(Collector):
         cols.n += len(rows[0])
         if cols.n - cols.first > cols.cap:
             cols.make_room()
+
+    def add_rows(
+        self, time: Sequence[float], groups: Sequence[str], level: Sequence[float]
+    ) -> None:
+        """Append occupancy rows measured elsewhere (a cluster's bytes held per group):
+        ``perf_counter`` times, group names and each group's level after the change."""
+        if not len(time):
+            return
+        gids = [self.index.group_id(g) for g in groups]
+        with self.lock:
+            occ = self.occupancy
+            for gid, value in zip(gids, level, strict=True):
+                while gid >= len(occ):
+                    occ.append(0.0)
+                occ[gid] = float(value)
+            self._append((list(time), gids, [float(v) for v in level]))
 
     def since(self, cursor: int = 0) -> tuple[dict[str, Any], int]:
         """Rows after absolute index ``cursor``: ``time`` (perf_counter s), ``group`` ids,

@@ -23,7 +23,6 @@ import uuid
 import warnings
 from collections.abc import Mapping
 from time import perf_counter
-from types import CodeType
 from typing import Any
 
 from .. import stacktree, worker
@@ -31,6 +30,7 @@ from ..gil import switch as _switch
 from ..stacktree import FrameInfo, Tree
 from . import _frames
 from ._frames import Walk
+from .stackcut import Memo, Rules, cut
 
 __all__ = [
     "PAYLOAD_VERSION",
@@ -43,12 +43,17 @@ __all__ = [
 #: version of the payload :func:`drain_worker_samples` returns
 PAYLOAD_VERSION = 1
 
-# How a code object's frames are treated when a stack is walked from the innermost frame.
-_KEEP, _WRAPPER, _BOUNDARY = 0, 1, 2
-#: the scheduler runs tasks from here: this frame and everything above it are cut
-_BOUNDARY_FILES = ("dask/local.py",)
-#: dask's task-calling machinery: cut when it sits at the outer end of a stack
-_WRAPPER_FILES = ("dask/_task_spec.py", "dask/core.py", "daskprofile/hooks.py")
+#: where the stacks of dask's local schedulers are cut (see :mod:`.stackcut`): at the
+#: scheduler, which runs tasks from ``dask/local.py``, and at dask's task-calling machinery
+#: where it sits at the outer end of a stack. A thread caught in the scheduler's own code
+#: (a task about to start or just ended) keeps that frame, one caught in dask's wrappers
+#: keeps those: every sample has a leaf.
+_CUT = Rules(
+    stop=("dask/local.py",),
+    omit=("dask/_task_spec.py", "dask/core.py", "daskprofile/hooks.py"),
+    keep_boundary=True,
+    keep_empty=True,
+)
 
 #: after a late sample, the next one waits at least this fraction of the interval (the GIL
 #: wait that follows spaces samples further; 0.1 beat 0.5 by 10-25% samples/s under load)
@@ -83,23 +88,13 @@ def _check_positive(name: str, value: object) -> float:
     return float(value)
 
 
-def _code_kind(code: CodeType) -> int:
-    filename = code.co_filename.replace("\\", "/")
-    if filename.endswith(_BOUNDARY_FILES):
-        return _BOUNDARY
-    if any(part in filename for part in _WRAPPER_FILES):
-        return _WRAPPER
-    return _KEEP
-
-
 class _FrameTable:
     """Interns frames to small ints; keeps the code objects alive so their ids stay unique."""
 
     def __init__(self, max_frames: int = 500_000) -> None:
         self.infos: list[FrameInfo] = []
         self._index: dict[FrameInfo, int] = {}
-        # id(code) -> (code, kind, {line: frame id})
-        self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
+        self._codes: Memo = {}
         self._max = max_frames
         self.overflow = self.intern(FrameInfo("<daskprofile>", "<frame table full>", 0, 0))
 
@@ -114,36 +109,13 @@ class _FrameTable:
 
     def stack(self, frames: Walk) -> Stack:
         """The frame ids of a walked stack (innermost first), outermost first, cut at the
-        scheduler.
+        scheduler (:data:`_CUT`).
 
         Never empty for a non-empty walk: a thread caught in the scheduler's own per-task
         code (a task about to start or just ended) keeps that one frame, so every sample has
         a leaf that flame graphs and exports can show.
         """
-        codes = self._codes
-        out: list[int] = []
-        keep = 0
-        for code, lineno in frames:
-            entry = codes.get(id(code))
-            if entry is None:
-                entry = codes[id(code)] = (code, _code_kind(code), {})
-            if entry[1] == _BOUNDARY and out:
-                break
-            line = lineno or 0
-            fid = entry[2].get(line)
-            if fid is None:
-                fid = entry[2][line] = self.intern(
-                    FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
-                )
-            out.append(fid)
-            if entry[1] != _WRAPPER:
-                keep = len(out)
-            if entry[1] == _BOUNDARY:
-                break
-        if keep:
-            del out[keep:]
-        out.reverse()
-        return tuple(out)
+        return cut(frames, _CUT, self._codes, self.intern)
 
 
 class _ShortTaskCatcher:

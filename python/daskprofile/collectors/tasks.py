@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,20 @@ def _tuple_suffix(key: tuple[Any, ...]) -> str:
     return rest[1:-2] + ")" if len(key) == 2 else rest[1:]
 
 
+@dataclass
+class RemoteRows:
+    """Task rows recorded elsewhere, column by column (:meth:`TaskCollector.add_rows`)."""
+
+    key: list[str]
+    group: list[str]
+    worker: list[str]
+    submit: Sequence[float]
+    start: Sequence[float]
+    stop: Sequence[float]
+    error: list[str | None]
+    compute: list[int]
+
+
 def worker_label(pid: int, tid: int, index: int, main_tid: int | None = None) -> str:
     """Short display label: ``"thread 3"``, ``"main thread"`` or ``"process 12345"``."""
     if pid != os.getpid():
@@ -84,6 +99,8 @@ class TaskCollector(Collector):
         self._main_tid = threading.main_thread().ident
         self._intern_lock = threading.Lock()
         self._by_tid: dict[int, tuple[int, int]] = {}  # thread ident -> (pid, worker id)
+        self._remote_names: dict[str, int] = {}  # label prefix of keys added as rows
+        self._remote_workers: dict[str, int] = {}  # worker label of rows added -> id
         self._cols = c = self.columns.cols
         # bound appends of the columns (arrays are only ever trimmed in place)
         self._start, self._wait, self._duration = (
@@ -205,6 +222,81 @@ class TaskCollector(Collector):
             cols.n += n
             while cols.n - cols.first > cols.cap:
                 cols.make_room()
+
+    def add_rows(self, rows: RemoteRows) -> int:
+        """Append task rows recorded elsewhere (a cluster's scheduler): keys as labels,
+        groups and workers as names, times in this process's ``perf_counter`` seconds.
+        Returns the absolute index of the first row (see :meth:`shift`)."""
+        n = len(rows.key)
+        nids: list[int] = []
+        raws: list[bytes] = []
+        for label, group in zip(rows.key, rows.group, strict=True):
+            nid, suffix = self._label_name(label, group)
+            nids.append(nid)
+            raws.append(suffix.encode())
+        wids = [self._remote_worker_id(label) for label in rows.worker]
+        errors = [0 if e is None else self._error_id(e) for e in rows.error]
+        start = np.asarray(rows.start, np.float64)
+        wait = (start - np.asarray(rows.submit, np.float64)).astype(np.float32)
+        duration = (np.asarray(rows.stop, np.float64) - start).astype(np.float32)
+        lengths = np.fromiter(map(len, raws), dtype=np.uint64, count=n)
+        cols, c = self.columns, self._cols
+        with self.lock:
+            first = cols.n
+            ends = np.cumsum(lengths) + np.uint64(self.text_base + len(self.text))
+            self.text += b"".join(raws)
+            c["start"].frombytes(start.tobytes())
+            c["wait"].frombytes(wait.tobytes())
+            c["duration"].frombytes(duration.tobytes())
+            c["worker"].extend(wids)
+            c["name"].extend(nids)
+            c["end"].frombytes(ends.tobytes())
+            c["error"].extend(errors)
+            c["compute"].extend(rows.compute)
+            cols.n += n
+            while cols.n - cols.first > cols.cap:
+                cols.make_room()
+        return first
+
+    def shift(self, row: int, delta: float) -> None:
+        """Move absolute row ``row``'s start and stop by ``delta`` seconds (a late clock
+        correction); nothing if the row is no longer kept."""
+        with self.lock:
+            i = row - self.columns.first
+            if 0 <= i < len(self.columns):
+                self._cols["start"][i] += delta
+                self._cols["wait"][i] += delta
+
+    def _label_name(self, label: str, group: str) -> tuple[int, str]:
+        """Name id and suffix of a key given as its label (``"('x-1a2b', 0, 1)"``)."""
+        if label.startswith("('"):
+            cut = label.find("', ")
+            if cut > 0:
+                return self._named(label[: cut + 3], group), label[cut + 3 :]
+        end = stem_end(label)
+        if end > 0:
+            return self._named(label[:end], group), label[end:]
+        return self._named(label, group), ""
+
+    def _named(self, prefix: str, group: str) -> int:
+        def make() -> int:
+            self.names.append((prefix, self._group_id(group)))
+            return len(self.names) - 1
+
+        nid = self._remote_names.get(prefix)
+        if nid is None:
+            nid = self._intern(self._remote_names, prefix, make)
+        return nid
+
+    def _remote_worker_id(self, label: str) -> int:
+        def make() -> int:
+            self.workers.append((0, 0, label))
+            return len(self.workers) - 1
+
+        wid = self._remote_workers.get(label)
+        if wid is None:
+            wid = self._intern(self._remote_workers, label, make)
+        return wid
 
     def _common_keys(self, keys: tuple[Any, ...]) -> tuple[list[int], list[str]] | None:
         """Name ids and suffix texts if every key is ``('known-name', int)``, else None."""

@@ -1,17 +1,19 @@
-"""dask.distributed support: the same profiling Run for computations on a cluster.
+"""dask.distributed support: a cluster as one more source of every recording.
 
 ::
 
-    with daskprofile.distributed.profile(client) as run:   # or the default client
+    with daskprofile.profile() as run:     # the default client, or profile(client=...)
         x.compute()
     run.tasks        # key, group, worker "<address> thread <n>", times measured on workers
-    run.resources    # the cluster's worker processes (per process: run.meta["distributed"])
+    run.resources    # the cluster's worker processes (per process: run.meta.distributed)
     run.stacks       # per task group, innermost frame kept
     run.cache        # bytes held in workers' memory per group
 
 A scheduler plugin records tasks as they finish and a worker plugin samples stacks and
 resources in each worker process; both stream batches to the client through distributed's
-event log while the block runs, and both are removed when it ends.
+event log, and both are removed when the recording ends. ``watch`` sees every client's
+graphs as they are submitted; ``source`` routes what arrives into the recordings' runs.
+Nothing here imports the recording layer (``daskprofile.record``) or ``jupyter/``.
 
 Submodules are imported lazily: the scheduler and the workers import only the plugins.
 """
@@ -22,31 +24,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._run import attach, collector_for, finish, profile
-    from ._tables import merge_cache, merge_tasks
     from .collector import DistributedCollector, active_client, task_worker_address
+    from .source import ClusterSettings, ClusterSource
 
 _EXPORTS = {
     "DistributedCollector": "collector",
     "active_client": "collector",
     "task_worker_address": "collector",
-    "attach": "_run",
-    "collector_for": "_run",
-    "finish": "_run",
-    "profile": "_run",
-    "merge_cache": "_tables",
-    "merge_tasks": "_tables",
+    "ClusterSettings": "source",
+    "ClusterSource": "source",
 }
 
 __all__ = [
+    "ClusterSettings",
+    "ClusterSource",
     "DistributedCollector",
     "active_client",
-    "attach",
-    "collector_for",
-    "finish",
-    "merge_cache",
-    "merge_tasks",
-    "profile",
     "task_worker_address",
 ]
 

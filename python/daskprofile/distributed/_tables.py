@@ -197,18 +197,30 @@ class ProcessResources:
         return self.columns.snapshot()
 
 
-def cluster_totals(series: Sequence[dict[str, np.ndarray]], dt: float) -> dict[str, np.ndarray]:
+def cluster_totals(
+    series: Sequence[dict[str, np.ndarray]],
+    dt: float,
+    origin: float | None = None,
+    complete: bool = False,
+) -> dict[str, np.ndarray]:
     """Sum of per-process series on a common grid of step ``dt`` (the ``resources`` table).
 
     At each grid time a process contributes its latest sample, if it is at most
     ``max(5 dt, 1 s)`` old (a busy worker's sampler thread can be late); ``processes`` sums
-    the processes counted by each contributing sample.
+    the processes counted by each contributing sample. The grid starts at ``origin`` (or
+    the first sample); with ``complete`` it ends where every process still reporting has
+    reported (what a live reader may send: those rows no longer change).
     """
     series = [s for s in series if len(s["time"])]
     if not series:
         return _empty_resources()
-    lo = min(float(s["time"][0]) for s in series)
-    hi = max(float(s["time"][-1]) for s in series)
+    first = min(float(s["time"][0]) for s in series)
+    lo = first if origin is None else origin + np.ceil((first - origin) / dt) * dt
+    lasts = [float(s["time"][-1]) for s in series]
+    hi = max(lasts)
+    if complete:
+        stale = max(5 * dt, 1.0)
+        hi = min(t for t in lasts if t >= hi - stale)
     grid = np.arange(lo, hi + dt / 2, dt)
     cpu = np.zeros(len(grid))
     memory = np.zeros(len(grid), np.int64)
@@ -239,55 +251,3 @@ def _copy(col: array[Any], n: int) -> np.ndarray:
         return np.empty(0, dtype)
     out: np.ndarray = np.frombuffer(col, dtype=dtype, count=n).copy()
     return out
-
-
-# ---------------------------------------------------------------- merging
-def _remap(ids: np.ndarray, names: list[Any], into: Lookup, dtype: Any) -> np.ndarray:
-    table = np.array([into.id(n) for n in names] or [0], dtype=np.int64)
-    ids = np.asarray(ids, dtype=np.int64)
-    return table[ids].astype(dtype) if len(ids) else np.empty(0, dtype)
-
-
-def merge_tasks(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
-    """One ``tasks`` table from two (e.g. local schedulers + cluster), rows of ``a`` first."""
-    if not a or not len(a.get("key", ())):
-        return b if b is not None else a
-    if not b or not len(b.get("key", ())):
-        return a
-    groups, workers, errors = Lookup(a["groups"]), Lookup(a["workers"]), Lookup(a["error_types"])
-    out: dict[str, Any] = {"key": [*a["key"], *b["key"]]}
-    for col in ("submit", "start", "stop", "compute"):
-        out[col] = np.concatenate([np.asarray(a[col]), np.asarray(b[col])])
-    out["group"] = np.concatenate(
-        [a["group"], _remap(b["group"], b["groups"], groups, np.uint32)]
-    ).astype(np.uint32)
-    out["worker"] = np.concatenate(
-        [a["worker"], _remap(b["worker"], b["workers"], workers, np.uint16)]
-    ).astype(np.uint16)
-    out["error"] = np.concatenate(
-        [a["error"], _remap(b["error"], b["error_types"], errors, np.uint16)]
-    ).astype(np.uint16)
-    out["groups"], out["workers"] = groups.copy(), workers.copy()
-    out["error_types"] = errors.copy()
-    out["dropped"] = int(a.get("dropped", 0)) + int(b.get("dropped", 0))
-    return out
-
-
-def merge_cache(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
-    """One ``cache`` table from two, sorted by time."""
-    if not a or not len(a.get("time", ())):
-        return b if b is not None else a
-    if not b or not len(b.get("time", ())):
-        return a
-    groups = Lookup(a["groups"])
-    gid = np.concatenate([a["group"], _remap(b["group"], b["groups"], groups, np.uint32)])
-    time = np.concatenate([a["time"], b["time"]])
-    metric = np.concatenate([a["metric"], b["metric"]])
-    order = np.argsort(time, kind="stable")
-    return {
-        "time": time[order],
-        "group": gid[order].astype(np.uint32),
-        "metric": metric[order],
-        "groups": groups.copy(),
-        "dropped": int(a.get("dropped", 0)) + int(b.get("dropped", 0)),
-    }

@@ -23,44 +23,35 @@ import threading
 import uuid
 from time import perf_counter
 from time import time as wall_time
-from types import CodeType
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 from tornado.ioloop import PeriodicCallback
 
 from ..collectors import _frames
-from ..collectors._frames import Walk
+from ..collectors.stackcut import Memo, Rules, cut
 from ..collectors.stacks import _WorkerSampler
 from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
-from ..stacktree import FrameInfo
 from ._common import MESSAGE_VERSION
 
 __all__ = ["ProcessProbe", "WorkerProbe", "finish_worker"]
 
-_KEEP, _WRAPPER, _BOUNDARY = 0, 1, 2
-#: distributed runs tasks from here: this frame and everything above it are cut
-_BOUNDARY_FILES = ("distributed/worker.py",)
-#: dask's task-calling machinery and distributed's context managers around the call: cut
-#: where they sit at the outer end of a stack (a sample of nothing else is not counted)
-_WRAPPER_FILES = (
-    "dask/_task_spec.py",
-    "dask/core.py",
-    "dask/utils.py",
-    "contextlib.py",
-    "distributed/metrics.py",
-    "distributed/utils.py",
+#: where workers' stacks are cut (see :mod:`~daskprofile.collectors.stackcut`): at
+#: distributed's task runner, and at dask's task-calling machinery and distributed's context
+#: managers around the call where they sit at the outer end of a stack. A sample of nothing
+#: else (between tasks) is empty, and not counted.
+_CUT = Rules(
+    stop=("distributed/worker.py",),
+    omit=(
+        "dask/_task_spec.py",
+        "dask/core.py",
+        "dask/utils.py",
+        "contextlib.py",
+        "distributed/metrics.py",
+        "distributed/utils.py",
+    ),
 )
-
-
-def _code_kind(code: CodeType) -> int:
-    filename = code.co_filename.replace("\\", "/")
-    if filename.endswith(_BOUNDARY_FILES):
-        return _BOUNDARY
-    if filename.endswith(_WRAPPER_FILES):
-        return _WRAPPER
-    return _KEEP
 
 
 class _TaskThreadSampler(_WorkerSampler):
@@ -73,7 +64,7 @@ class _TaskThreadSampler(_WorkerSampler):
     def __init__(self, interval: float, cycle: float, spent: list[float]) -> None:
         super().__init__(interval, cycle, idle_timeout=float("inf"), spent=spent)
         self.workers: list[Any] = []
-        self._codes: dict[int, tuple[CodeType, int, dict[int, int]]] = {}
+        self._codes: Memo = {}
         self._groups = GroupIndex()
 
     def idle(self) -> bool:
@@ -103,7 +94,7 @@ class _TaskThreadSampler(_WorkerSampler):
                 if frames is None:
                     self.unreadable += 1
                     continue
-                stack = self._stack(frames)
+                stack = cut(frames, _CUT, self._codes, self.table.intern)
                 if not stack:
                     continue  # between tasks: only distributed's machinery on the stack
                 key, ts = running[ident]
@@ -113,28 +104,6 @@ class _TaskThreadSampler(_WorkerSampler):
                 self.by_thread[ident] = self.by_thread.get(ident, 0) + 1
                 taken += 1
         return taken
-
-    def _stack(self, frames: Walk) -> tuple[int, ...]:
-        """Frame ids from the task's outermost frame to the innermost (kept), outermost first."""
-        out: list[int] = []
-        keep = 0
-        for code, lineno in frames:
-            entry = self._codes.get(id(code))
-            if entry is None:
-                entry = self._codes[id(code)] = (code, _code_kind(code), {})
-            if entry[1] == _BOUNDARY:
-                break
-            line = lineno or 0
-            fid = entry[2].get(line)
-            if fid is None:
-                info = FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
-                fid = entry[2][line] = self.table.intern(info)
-            out.append(fid)
-            if entry[1] == _KEEP:
-                keep = len(out)
-        del out[keep:]
-        out.reverse()
-        return tuple(out)
 
 
 class ProcessProbe:
@@ -292,6 +261,14 @@ class ProcessProbe:
             "workers": [str(w.address) for w in self.workers],
             # perf_counter -> scheduler clock: add this
             "clock": wall_time() + delay - perf_counter(),
+            # what distributed adds to each worker's task times now (taken off again on
+            # this host, where the clocks are one; exactly per task with ``delays``)
+            "scheduler_delay": {
+                str(w.address): float(getattr(w, "scheduler_delay", 0.0) or 0.0)
+                for w in self.workers
+            }
+            if self.same_host
+            else {},
             "stacks": None,
             "resources": None,
             "delays": [],
@@ -354,6 +331,8 @@ class WorkerProbe(WorkerPlugin):
         self.probe.attach(worker)
         self._callback = PeriodicCallback(self.flush, self.settings["flush"] * 1000)
         self._callback.start()
+        # at once: the client knows this worker's clock correction before any of its rows
+        self.flush()
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
         probe, worker = self.probe, self.worker

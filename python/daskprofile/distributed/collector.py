@@ -168,6 +168,9 @@ class DistributedCollector(Collector):
         self.started = False
         self.registered: list[str] = []
         self.on_batch: Callable[[DistributedCollector], None] | None = None
+        #: takes the scheduler's batches instead of this collector's own tables (a
+        #: :class:`~.source.ClusterSource` routing rows to runs)
+        self.router: Any = None
         self._inbox = _InOrder(self._apply)
         self._warned = False
         self._subscribed = False
@@ -342,13 +345,21 @@ class DistributedCollector(Collector):
         if callback is not None:
             self._guard("batch callback", callback, self)
 
+    @property
+    def worker_labels(self) -> Lookup:
+        """Labels of the worker threads seen (ids of the scheduler's task rows)."""
+        return self.tasks.workers
+
     def _apply_scheduler(self, msg: dict[str, Any]) -> None:
         self.groups.extend(msg["groups"])
         self.tasks.workers.extend(msg["workers"])
         for address, info in msg["worker_info"].items():
             self.workers.setdefault(address, {}).update(info)
-        self.tasks.extend(msg["tasks"], self.to_perf)
-        self.cache.extend(msg["cache"], self.to_perf)
+        if self.router is not None:
+            self.router.scheduler_batch(self, msg)
+        else:
+            self.tasks.extend(msg["tasks"], self.to_perf)
+            self.cache.extend(msg["cache"], self.to_perf)
         self.computes = int(msg["computes"])
         self.dropped_tasks = int(msg["dropped"])
 
@@ -360,7 +371,9 @@ class DistributedCollector(Collector):
         proc.workers = list(msg["workers"])
         for address in proc.workers:
             self.workers.setdefault(address, {}).update(pid=msg["pid"], hostname=msg["host"])
-        if msg.get("delays"):
+        if self.router is not None:
+            self.router.worker_batch(msg)
+        elif msg.get("delays"):
             self.tasks.correct(msg["delays"])
         shift = float(msg["clock"]) + self.to_perf  # worker perf_counter -> ours
         if msg.get("resources"):
@@ -410,7 +423,7 @@ class DistributedCollector(Collector):
         }
 
     def info(self, t0: float = 0.0) -> dict[str, Any]:
-        """JSON-friendly description for ``run.meta["distributed"]`` (times: s since ``t0``)."""
+        """JSON-friendly description for ``run.meta.distributed`` (times: s since ``t0``)."""
         scheduler = getattr(getattr(self.client, "scheduler", None), "address", None)
         processes = []
         for p in self.process_resources():

@@ -17,6 +17,8 @@ from typing import Any, Protocol, TypeAlias
 import numpy as np
 import pandas as pd
 
+from ..meta import RunMeta
+
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Tree: TypeAlias = dict[str, Any]
 
@@ -25,7 +27,7 @@ class RunLike(Protocol):
     """The public surface of :class:`daskprofile.Run` that exporters read."""
 
     @property
-    def meta(self) -> Mapping[str, Any]: ...
+    def meta(self) -> RunMeta: ...
 
     @property
     def tasks(self) -> pd.DataFrame: ...

@@ -190,7 +190,7 @@ def _time_range(run: RunLike, arrays: TaskArrays) -> Range1d:
     from bokeh.models import Range1d
 
     ends = [0.0, float(arrays.stop.max()) if len(arrays) else 0.0]
-    t0, t1 = run.meta.get("t0"), run.meta.get("t1")
+    t0, t1 = run.meta.t0, run.meta.t1
     if isinstance(t0, int | float) and isinstance(t1, int | float):
         ends.append(float(t1 - t0))
     start = min(0.0, float(arrays.start.min()) if len(arrays) else 0.0)

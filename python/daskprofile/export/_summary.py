@@ -46,7 +46,7 @@ def format_bytes(n: float) -> str:
 
 def run_duration(run: RunLike, arrays: TaskArrays) -> float:
     """Wall time of the run: ``t1 - t0`` from its meta, else the last task's stop."""
-    t0, t1 = run.meta.get("t0"), run.meta.get("t1")
+    t0, t1 = run.meta.t0, run.meta.t1
     if isinstance(t0, int | float) and isinstance(t1, int | float):
         return float(t1 - t0)
     return float(arrays.stop.max()) if len(arrays) else 0.0
@@ -77,7 +77,7 @@ def group_stats(arrays: TaskArrays) -> list[dict[str, Any]]:
 
 def _facts(run: RunLike, arrays: TaskArrays) -> Iterator[tuple[str, str]]:
     """(label, value) pairs of the run's headline figures."""
-    wall0 = run.meta.get("wall0")
+    wall0 = run.meta.wall0
     if isinstance(wall0, int | float) and math.isfinite(wall0):
         yield "started", f"{_dt.datetime.fromtimestamp(wall0):%Y-%m-%d %H:%M:%S}"
     yield "duration", format_seconds(run_duration(run, arrays))
@@ -90,11 +90,11 @@ def _facts(run: RunLike, arrays: TaskArrays) -> Iterator[tuple[str, str]]:
     if len(res):
         yield "peak memory", format_bytes(float(np.nanmax(res["memory"].to_numpy(float))))
         yield "mean CPU", f"{float(np.nanmean(res['cpu'].to_numpy(float))):.0f} %"
-    schedulers = run.meta.get("schedulers")
+    schedulers = run.meta.schedulers
     if schedulers:
         names = schedulers if isinstance(schedulers, list | tuple) else [schedulers]
         yield "schedulers", ", ".join(str(s) for s in names)
-    computes = run.meta.get("computes")
+    computes = run.meta.computes
     if isinstance(computes, int):
         yield "computes", str(computes)
 
@@ -175,17 +175,17 @@ def _slowest_html(arrays: TaskArrays) -> str:
 def _notes_html(run: RunLike) -> str:
     """What the recorder dropped or switched off: never silent."""
     notes = []
-    dropped = run.meta.get("dropped") or {}
+    dropped = run.meta.dropped or {}
     if isinstance(dropped, dict):
         lost = {k: v for k, v in dropped.items() if v}
         if lost:
             what = ", ".join(f"{escape(str(k))}: {int(v):,}" for k, v in lost.items())
             notes.append(f"Records dropped (memory cap): {what}.")
-    for err in run.meta.get("errors") or []:
+    for err in run.meta.errors or []:
         if isinstance(err, dict):
             text = f"{err.get('collector', '?')}: {err.get('error', '')}"
             notes.append(f"Collector switched off: {escape(text)}")
-    if run.meta.get("finished") is False:
+    if run.meta.finished is False:
         notes.append("The run was still recording when this snapshot was taken.")
     return "".join(f'<p class="dp-note">{n}</p>' for n in notes)
 

@@ -50,7 +50,7 @@ def _time_range(run: RunLike) -> Range1d:
     """The run's span, from 0 (the run's start) to its end; ``[0, 1]`` when empty."""
     from bokeh.models import Range1d
 
-    t0, t1 = run.meta.get("t0"), run.meta.get("t1")
+    t0, t1 = run.meta.t0, run.meta.t1
     end = float(t1 - t0) if isinstance(t0, int | float) and isinstance(t1, int | float) else 0.0
     return Range1d(start=0, end=end if end > 0 else 1.0)
 

@@ -56,11 +56,11 @@ def _run_heading(run: RunLike, index: int, total: int) -> str:
     """``Run <id> (started ...)`` when the page holds several runs."""
     if total == 1:
         return ""
-    wall0 = run.meta.get("wall0")
+    wall0 = run.meta.wall0
     when = ""
     if isinstance(wall0, int | float) and np.isfinite(wall0):
         when = f" · started {_dt.datetime.fromtimestamp(wall0):%Y-%m-%d %H:%M:%S}"
-    ident = html.escape(str(run.meta.get("id", index + 1)))
+    ident = html.escape(str(run.meta.id or index + 1))
     return f"<h2>Run {index + 1} of {total}: {ident}{html.escape(when)}</h2>\n"
 
 
@@ -87,7 +87,7 @@ def render_html(
     bundle = bundle_for_objs_and_resources(roots, INLINE if resources == "inline" else CDN)
     sections = []
     for i, (run, div, arr) in enumerate(zip(runs, divs, arrays, strict=True)):
-        run_code = code if code is not None else run.meta.get("code")
+        run_code = code if code is not None else run.meta.code
         sections.append(
             f'<section class="dp-run">\n{_run_heading(run, i, len(runs))}'
             f"{summary_html(run, code=run_code, arrays=arr)}\n{div}\n</section>"
@@ -111,7 +111,7 @@ def to_html(
 ) -> str:
     """Write one self-contained HTML file for one run or several; return the path written.
 
-    ``code`` is shown as the calling code (default: ``run.meta["code"]`` if recorded);
+    ``code`` is shown as the calling code (default: ``run.meta.code`` if recorded);
     ``memory_samples`` maps a label to ``(time, bytes)`` pairs, or is a ``MemorySampler``;
     ``notes`` are shown at the top; ``resources="cdn"`` loads BokehJS from Bokeh's CDN
     instead of inlining it (smaller, but blank offline).

@@ -23,7 +23,7 @@ _US = 1e6
 
 def _metadata_events(run: RunLike, arrays: TaskArrays) -> Iterator[dict[str, Any]]:
     """Process and thread names, and a sort order that keeps lanes in natural order."""
-    host = run.meta.get("host", "")
+    host = run.meta.host
     label = f"dask workers ({host})" if host else "dask workers"
     yield {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": label}}
     yield {"ph": "M", "name": "process_sort_index", "pid": PID, "tid": 0, "args": {"sort_index": 0}}

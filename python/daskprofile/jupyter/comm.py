@@ -3,8 +3,9 @@
 The lab panel registers the target with silent code (:func:`register_target`), then opens
 a comm whose data is its ``hello``. This module checks the protocol version, answers the
 hello (through the publisher, so the answer precedes the replay of the kept runs), and
-routes the panel's requests. Once a panel has connected, a :class:`~.session.PanelSession`
-profiles every dask compute, and while at least one is connected a
+routes the panel's requests. Once a panel has connected, the per-cell recorder
+(:mod:`daskprofile.record.per_cell`) profiles every dask compute, local or on a cluster,
+and while at least one is connected a
 :class:`~.publisher.Publisher` streams runs. When the last comm closes the publisher
 stops; the session goes on recording (``daskprofile.panel.keep-recording``, no thread
 while idle) so a panel that comes back replays what ran meanwhile: page reloaded,
@@ -27,7 +28,7 @@ from .._version import __version__
 from . import encode
 
 TARGET = "daskprofile"
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 PROTOCOL_METADATA_KEY = "daskprofile_protocol"
 
 log = logging.getLogger("daskprofile")
@@ -54,6 +55,10 @@ def versions() -> dict[str, str]:
     }
 
 
+def _greeting(paused: bool, history: int) -> encode.Message:
+    return encode.hello(PROTOCOL_VERSION, versions(), os.getpid(), paused, history)
+
+
 def hello(paused: bool = False, history: int = 0) -> dict[str, Any]:
     """The answer to a panel's hello (data only)."""
     data, _ = encode.hello(PROTOCOL_VERSION, versions(), os.getpid(), paused, history)
@@ -67,20 +72,15 @@ class Hub:
     """The publisher and the auto-profiling session, alive while a panel is connected."""
 
     def __init__(self) -> None:
-        from .publisher import Publisher, live_sources
-        from .session import PanelSession, panel_config
+        from ..record.per_cell import CellRecorder, panel_config
+        from .publisher import Publisher
 
-        self.session = PanelSession() if panel_config("auto") else None
-
-        def sources(run: Any) -> Any:
-            found = self.session.sources(run) if self.session is not None else None
-            return found if found is not None else live_sources(run)
-
+        self.session = CellRecorder() if panel_config("auto") else None
         self.publisher = Publisher(
             rate=float(panel_config("rate")),
             tick=_seconds(panel_config("tick")),
             max_queue=int(panel_config("max-queue")),
-            sources=sources,
+            greeting=_greeting,
         )
 
     def start(self) -> None:
@@ -141,7 +141,7 @@ def _on_open(comm: Any, open_msg: dict[str, Any]) -> None:
             if _hub is None:
                 _hub = Hub()
             _hub.start()
-            conn = _hub.publisher.attach(comm)
+            conn = _hub.publisher.attach(comm, str(peer))
         comm.on_msg(lambda msg: _on_msg(conn, msg))
         comm.on_close(lambda msg: _on_close(comm.comm_id))
     except Exception:
@@ -171,7 +171,7 @@ def _on_close(comm_id: str) -> None:
     ``daskprofile.panel.keep-recording``, the auto session)."""
     global _hub
     try:
-        from .session import panel_config
+        from ..record.per_cell import panel_config
 
         with _lock:
             current = _hub

@@ -34,6 +34,7 @@ __all__ = [
     "progress",
     "run_end",
     "run_start",
+    "speaks",
     "stacks",
     "state",
     "table",
@@ -69,6 +70,32 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 _UINT_MAX = {"<u2": 0xFFFF, "u1": 0xFF}
+
+#: protocol version that added the optional ``source`` of ``resources`` batches
+SOURCE_VERSION = "1.1"
+
+
+# ---------------------------------------------------------------- versions
+
+
+def _version(version: object) -> tuple[int, int] | None:
+    if not isinstance(version, str):
+        return None
+    major, dot, minor = version.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        return None
+    return int(major), int(minor)
+
+
+def speaks(peer: object, version: str) -> bool:
+    """Whether a peer announcing protocol ``peer`` knows what ``version`` added.
+
+    True for the same major and a minor at least ``version``'s: e.g.
+    ``speaks(panel_version, SOURCE_VERSION)`` before sending a panel ``resources`` batches
+    with a ``source`` (a 1.0 panel would add their samples to the run's total).
+    """
+    have, need = _version(peer), _version(version)
+    return have is not None and need is not None and have[0] == need[0] and have >= need
 
 
 # ---------------------------------------------------------------- JSON safety
@@ -124,10 +151,15 @@ def groups(run: str, ids: Sequence[int], names: Sequence[str], colors: Sequence[
 
 
 def worker_kind(label: str) -> str:
-    """``thread``, ``process`` or ``worker`` from a worker's display label."""
+    """``thread``, ``process`` or ``worker`` from a worker's display label.
+
+    Local labels are ``"thread 3"``, ``"main thread"`` and ``"process 12345"``; anything
+    else is a cluster worker (``"tcp://127.0.0.1:40123 thread 0"``: a thread of one
+    distributed worker, which the panel groups by address).
+    """
     if label.startswith("process"):
         return "process"
-    if "thread" in label:
+    if label == "main thread" or label.startswith("thread"):
         return "thread"
     return "worker"
 
@@ -206,13 +238,25 @@ def _column(values: Any, dtype: str, n: int) -> np.ndarray:
     return arr.astype(dtype, copy=False)
 
 
-def table(kind: str, run: str, columns: Mapping[str, Any], first: int | None = None) -> Message:
+def table(
+    kind: str,
+    run: str,
+    columns: Mapping[str, Any],
+    first: int | None = None,
+    *,
+    source: str | None = None,
+) -> Message:
     """A ``tasks``, ``resources`` or ``cache`` batch.
 
     ``columns`` maps each of ``COLUMNS[kind]`` to a 1-d array; times are float64 seconds
     since the run's ``t0`` and are sent as float32 offsets from the batch's ``base``.
-    ``first`` (tasks only) is the run-wide index of the batch's first row.
+    ``first`` (tasks only) is the run-wide index of the batch's first row. ``source``
+    (resources only, protocol 1.1) names the one worker process the samples measure, e.g.
+    ``"tcp://127.0.0.1:40123"`` or ``"pid 4123 @ host"``; ``None`` (the default) is the
+    run's total series, sent without a ``source`` field as in protocol 1.0.
     """
+    if source is not None and (kind != "resources" or not isinstance(source, str)):
+        raise ValueError(f"source={source!r}: only a resources batch has a source (a str)")
     spec = COLUMNS[kind]
     n = len(np.asarray(columns[spec[0][0]]))
     cols = {name: np.asarray(columns[name]) for name, _ in spec}
@@ -225,6 +269,8 @@ def table(kind: str, run: str, columns: Mapping[str, Any], first: int | None = N
     fields: dict[str, Any] = {"run": run, "n": n, "base": base}
     if kind == "tasks":
         fields["first"] = int(first or 0)
+    if source is not None:
+        fields["source"] = source
     fields["columns"] = [name for name, _ in spec]
     return _msg(kind, buffers, **fields)
 
@@ -241,7 +287,8 @@ def decode(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, An
 
     Returns ``data`` plus, for columnar types, ``arrays`` (``{column: ndarray}`` in wire
     dtypes) and ``times`` (``{time column: float64 seconds since t0}``); for ``export``,
-    ``payload`` (bytes). Raises ``ValueError`` on a malformed message.
+    ``payload`` (bytes). A ``resources`` batch's ``source`` (absent or null: the run's
+    total) is kept as sent. Raises ``ValueError`` on a malformed message.
     """
     kind = data.get("type")
     if not isinstance(kind, str):
@@ -255,6 +302,9 @@ def decode(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, An
     spec = COLUMNS.get(kind)
     if spec is None:
         return out
+    source = data.get("source")
+    if source is not None and (kind != "resources" or not isinstance(source, str)):
+        raise ValueError(f"{kind}: 'source' must be a string or null, got {source!r}")
     out["arrays"] = _decode_columns(data, buffers, spec)
     base = float(data["base"])
     out["times"] = {c: base + out["arrays"][c].astype(np.float64) for c in TIME_COLUMNS[kind]}

@@ -11,16 +11,14 @@ slice a finished :class:`~daskprofile.run.Run`. Feeds run on the publisher's thr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
 
 import numpy as np
 
-from .. import hooks
-from ..collectors.tasks import UUID_FLAG
 from ..keys import group_color
+from ..record.cursors import Cursors, Read, Reader
 from ..run import Run
 from . import encode
 
@@ -30,127 +28,17 @@ BATCH_ROWS = 65_536
 CACHE_RESOLUTION = 1e-3
 
 
-@dataclass
-class Read:
-    """Rows ``first .. cursor-1`` of one table: arrays plus lookups (``groups``, ``workers``)."""
-
-    cols: dict[str, Any]
-    first: int
-    cursor: int
-
-    @property
-    def n(self) -> int:
-        return self.cursor - self.first
-
-
-Reader = Callable[[int], Read]
-#: ``stacks(t_from) -> [(t_start, t_end, {group: tree})]`` in perf_counter seconds
-StackReader = Callable[[float | None], list[tuple[float, float, dict[str, Any]]]]
-
-
-@dataclass
-class Sources:
-    """Where a run's records are read from."""
-
-    tasks: Reader | None = None
-    cache: Reader | None = None
-    resources: Reader | None = None
-    stacks: StackReader | None = None
-    totals: Callable[[], Mapping[str, int]] | None = None
-    #: ``keys(rows) -> key labels`` of absolute rows of a live task table ("" if not kept)
-    keys: Callable[[list[int]], list[str]] | None = None
-
-
-# ---------------------------------------------------------------- live readers
-
-
-def live_tasks(collector: Any) -> Reader:
-    """New task rows of a :class:`~daskprofile.collectors.tasks.TaskCollector` (no keys)."""
-    name_groups = np.zeros(0, np.int64)
-
-    def read(cursor: int) -> Read:
-        nonlocal name_groups
-        hooks.flush()  # rows of running computes not handed to the collector yet
-        columns = collector.columns
-        with collector.lock:
-            rows, new_cursor = columns.since_locked(cursor)
-            first = max(cursor, columns.first)
-            if len(name_groups) < len(collector.names):
-                name_groups = np.array([g for _, g in collector.names], np.int64)
-            groups = list(collector.groups)
-            workers = [label for _, _, label in collector.workers]
-        start = rows["start"]
-        cols = {
-            "group": name_groups[(rows["name"] & ~np.uint32(UUID_FLAG)).astype(np.int64)],
-            "worker": rows["worker"],
-            "status": (rows["error"] != 0).astype(np.uint8),
-            "submit": start - rows["wait"],
-            "start": start,
-            "stop": start + rows["duration"],
-            "groups": groups,
-            "workers": workers,
-        }
-        return Read(cols, min(first, new_cursor), new_cursor)
-
-    return read
-
-
-def live_table(since: Callable[[int], tuple[dict[str, Any], int]], start: int = 0) -> Reader:
-    """Rows of a collector with ``since(cursor) -> (columns, new_cursor)`` (cache, resources).
-
-    ``start`` is the cursor where this run's rows begin (a shared, longer-lived sampler).
-    """
-
-    def read(cursor: int) -> Read:
-        cols, new_cursor = since(max(cursor, start))
-        n = len(next((v for v in cols.values() if isinstance(v, np.ndarray)), ()))
-        return Read(dict(cols), new_cursor - n, new_cursor)
-
-    return read
-
-
-# ---------------------------------------------------------------- frozen readers
-
-
-def frozen_table(table: Mapping[str, Any], names: tuple[str, ...]) -> Reader:
-    """Rows of a finished run's raw table (``dropped`` oldest rows are not there)."""
-    dropped = int(table.get("dropped", 0) or 0)
-    arrays = {name: np.asarray(table[name]) for name in names}
-    lookups = {k: list(table[k]) for k in ("groups", "workers") if k in table}
-    total = dropped + len(arrays[names[0]])
-
-    def read(cursor: int) -> Read:
-        lo = max(cursor, dropped) - dropped
-        cols: dict[str, Any] = {k: v[lo:] for k, v in arrays.items()}
-        cols.update(lookups)
-        return Read(cols, min(lo + dropped, total), total)
-
-    return read
-
-
-def frozen_sources(run: Run) -> Sources:
-    """Readers over a finished run."""
-    tasks = dict(run.raw("tasks", keys=False))
-    tasks["status"] = (np.asarray(tasks["error"]) != 0).astype(np.uint8)
-    t0 = run.t0
-    history = [(a + t0, b + t0, trees) for a, b, trees in run.stack_history]
-    return Sources(
-        tasks=frozen_table(tasks, ("group", "worker", "status", "submit", "start", "stop")),
-        cache=frozen_table(run.raw("cache"), ("time", "group", "metric")),
-        resources=frozen_table(run.raw("resources"), ("time", "cpu", "memory", "processes")),
-        stacks=lambda t_from: [h for h in history if t_from is None or h[0] >= t_from],
-    )
-
-
 # ---------------------------------------------------------------- the feed
 
 
 @dataclass
-class _Cursors:
+class _Positions:
     tasks: int = 0
     cache: int = 0
     resources: int = 0
     stacks: float | None = None  # start of the last cycle sent
+    #: per worker process of a cluster (its label): resource rows read
+    processes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -158,10 +46,10 @@ class Feed:
     """Turns one run's records into protocol messages, incrementally."""
 
     run: Run
-    sources: Sources
+    cursors: Cursors
     title: str | None = None
     batch_rows: int = BATCH_ROWS
-    cursors: _Cursors = field(default_factory=_Cursors)
+    at: _Positions = field(default_factory=_Positions)
     group_names: list[str] = field(default_factory=list)
     group_ids: dict[str, int] = field(default_factory=dict)
     worker_labels: list[str] = field(default_factory=list)
@@ -172,33 +60,33 @@ class Feed:
 
     @property
     def id(self) -> str:
-        return str(self.run.meta.get("id"))
+        return str(self.run.meta.id)
 
     # ------------------------------------------------------------ messages
     def start(self) -> list[encode.Message]:
         """``run_start``."""
         meta = self.run.meta
-        options = meta.get("options") or {}
-        return [encode.run_start(self.id, self.run.t0, meta.get("wall0", 0.0), options, self.title)]
+        return [encode.run_start(self.id, self.run.t0, meta.wall0, meta.options, self.title)]
 
     def end(self) -> list[encode.Message]:
         """``run_end`` of a finished run."""
         meta = self.run.meta
         summary = self.run.summary()
-        return [encode.run_end(self.id, summary, meta.get("dropped", {}), meta.get("errors", []))]
+        return [encode.run_end(self.id, summary, meta.dropped, meta.errors)]
 
-    def poll(self, final: bool = False, upto: _Cursors | None = None) -> list[encode.Message]:
+    def poll(self, final: bool = False, upto: _Positions | None = None) -> list[encode.Message]:
         """Messages for what was recorded since the last poll (``upto``: stop there)."""
         out: list[encode.Message] = []
         out += self._tasks(upto.tasks if upto else None)
         out += self._cache(upto.cache if upto else None)
         out += self._resources(upto.resources if upto else None)
+        out += self._processes(upto.processes if upto else None)
         out += self._stacks(final, upto.stacks if upto else None)
         return out
 
     def catch_up(self) -> list[encode.Message]:
         """Everything this feed has sent so far, for a panel joining mid-run."""
-        other = Feed(self.run, self.sources, self.title, self.batch_rows)
+        other = Feed(self.run, self.cursors, self.title, self.batch_rows)
         other.group_names = list(self.group_names)
         other.group_ids = dict(self.group_ids)
         other.worker_labels = list(self.worker_labels)
@@ -210,7 +98,11 @@ class Feed:
                 encode.workers(self.id, range(len(other.worker_labels)), other.worker_labels)
             )
         # no stacks cycle sent yet: send none (the live feed will)
-        upto = replace(self.cursors, stacks=_first_or(self.cursors.stacks, -math.inf))
+        upto = replace(
+            self.at,
+            stacks=_first_or(self.at.stacks, -math.inf),
+            processes=dict(self.at.processes),
+        )
         out += other.poll(upto=upto)
         out += other.progress()
         return out
@@ -224,7 +116,7 @@ class Feed:
         finished task, ``erred`` those of them that raised."""
         if not self.group_names:
             return []
-        totals = dict(self.sources.totals()) if self.sources.totals else {}
+        totals = dict(self.cursors.totals()) if self.cursors.totals else {}
         ids = list(range(len(self.group_names)))
         erred = [self.erred.get(i, 0) for i in ids]
         done = [self.done.get(i, 0) + e for i, e in zip(ids, erred, strict=True)]
@@ -266,10 +158,10 @@ class Feed:
         return read
 
     def _tasks(self, upto: int | None) -> list[encode.Message]:
-        read = self._read(self.sources.tasks, self.cursors.tasks, upto)
+        read = self._read(self.cursors.tasks, self.at.tasks, upto)
         if read is None:
             return []
-        self.cursors.tasks = read.cursor
+        self.at.tasks = read.cursor
         if read.n <= 0:
             return []
         ids, out = self._group_map(read.cols["groups"])
@@ -289,10 +181,10 @@ class Feed:
                 counts[gid] = counts.get(gid, 0) + k
 
     def _cache(self, upto: int | None) -> list[encode.Message]:
-        read = self._read(self.sources.cache, self.cursors.cache, upto)
+        read = self._read(self.cursors.cache, self.at.cache, upto)
         if read is None:
             return []
-        self.cursors.cache = read.cursor
+        self.at.cache = read.cursor
         if read.n <= 0:
             return []
         ids, out = self._group_map(read.cols["groups"])
@@ -304,30 +196,52 @@ class Feed:
         return out + self._batches("cache", decimate(cols, CACHE_RESOLUTION), read.first)
 
     def _resources(self, upto: int | None) -> list[encode.Message]:
-        read = self._read(self.sources.resources, self.cursors.resources, upto)
+        read = self._read(self.cursors.resources, self.at.resources, upto)
         if read is None:
             return []
-        self.cursors.resources = read.cursor
+        self.at.resources = read.cursor
         if read.n <= 0:
             return []
         cols = {k: read.cols[k] for k in ("cpu", "memory", "processes")}
         cols["time"] = np.asarray(read.cols["time"], np.float64) - self.run.t0
         return self._batches("resources", cols, read.first)
 
-    def _batches(self, kind: str, cols: dict[str, Any], first: int) -> list[encode.Message]:
+    def _processes(self, upto: dict[str, int] | None) -> list[encode.Message]:
+        """Resources of each worker process of a cluster (``source``: its label)."""
+        if self.cursors.processes is None:
+            return []
+        out: list[encode.Message] = []
+        for label, reader in sorted(self.cursors.processes().items()):
+            if upto is not None and label not in upto:
+                continue
+            stop = None if upto is None else upto[label]
+            read = self._read(reader, self.at.processes.get(label, 0), stop)
+            if read is None:
+                continue
+            self.at.processes[label] = read.cursor
+            if read.n > 0:
+                cols = {k: read.cols[k] for k in ("cpu", "memory", "processes")}
+                cols["time"] = np.asarray(read.cols["time"], np.float64) - self.run.t0
+                out += self._batches("resources", cols, read.first, source=label)
+        return out
+
+    def _batches(
+        self, kind: str, cols: dict[str, Any], first: int, source: str | None = None
+    ) -> list[encode.Message]:
         n = len(cols["time" if kind != "tasks" else "start"])
         step = self.batch_rows
         out = []
         for lo in range(0, n, step):
             part = {k: np.asarray(v)[lo : lo + step] for k, v in cols.items()}
-            out.append(encode.table(kind, self.id, part, first + lo if kind == "tasks" else None))
+            index = first + lo if kind == "tasks" else None
+            out.append(encode.table(kind, self.id, part, index, source=source))
         return out
 
     def _stacks(self, final: bool, upto: float | None) -> list[encode.Message]:
-        reader = self.sources.stacks
+        reader = self.cursors.stacks
         if reader is None:
             return []
-        last = self.cursors.stacks
+        last = self.at.stacks
         now = perf_counter()
         out = []
         for t_start, t_end, trees in reader(last):
@@ -337,7 +251,7 @@ class Feed:
                 break
             if not final and upto is None and t_end > now:
                 break  # the cycle is still filling
-            self.cursors.stacks = t_start
+            self.at.stacks = t_start
             if trees:
                 t0 = self.run.t0
                 out.append(encode.stacks(self.id, t_start - t0, t_end - t0, trees))

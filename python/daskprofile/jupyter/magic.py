@@ -200,7 +200,7 @@ class ProfileMagics(Magics):
         ``--no-progress``, ``-q/--quiet``; ``-h`` for help.
         """
         __tracebackhide__ = True
-        from ..recorder import profile
+        from ..record.profile import profile
 
         is_cell = cell is not None
         try:

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .. import gil, hooks, recorder
+from .. import gil, hooks
+from ..record import history
+from ..record.cursors import Cursors, frozen_cursors
 from ..run import Run
 from . import encode
-from .feed import Feed, Sources, frozen_sources
+from .feed import Feed
 
 log = logging.getLogger("daskprofile")
 
@@ -50,7 +52,8 @@ EXPORTS = {
 }
 
 Job = Callable[[], None]
-SourceFinder = Callable[[Run], Sources | None]
+#: ``greeting(paused, kept runs) -> hello message`` (the comm module's, with its version)
+Greeting = Callable[[bool, int], encode.Message]
 
 
 class BadRequest(ValueError):
@@ -68,6 +71,8 @@ class Connection:
     comm: Any
     max_queue: int
     rate: float
+    #: the panel's protocol version (what it can decode)
+    protocol: str = "1.0"
     paused: bool = False
     outbox: deque[encode.Message] = field(default_factory=deque)
     replays: deque[Iterator[encode.Message]] = field(default_factory=deque)
@@ -120,12 +125,12 @@ class Publisher:
         rate: float = 20.0,
         tick: float = 0.2,
         max_queue: int = 256,
-        sources: SourceFinder | None = None,
+        greeting: Greeting | None = None,
     ) -> None:
+        self.greeting = greeting or _greeting
         self.rate = rate
         self.tick = tick
         self.max_queue = max_queue
-        self.find_sources = sources or live_sources
         self.lock = threading.RLock()
         self.connections: dict[str, Connection] = {}
         #: attached, not yet joined by the sender thread
@@ -151,9 +156,9 @@ class Publisher:
             if self._thread is not None:
                 return
             self._stopping.clear()
-            self._unsubscribe = recorder.subscribe(self._on_run_start, self._on_run_end)
-            for run in recorder.live_runs():
-                self._on_run_start(run)
+            self._unsubscribe = history.subscribe(self._on_run_start, self._on_run_end)
+            for run, cursors in history.live():
+                self._on_run_start(run, cursors)
             self._thread = threading.Thread(
                 target=self._loop, name="daskprofile-publisher", daemon=True
             )
@@ -186,13 +191,13 @@ class Publisher:
         self._wake.set()
 
     # ------------------------------------------------------------ connections
-    def attach(self, comm: Any) -> Connection:
+    def attach(self, comm: Any, protocol: str = "1.0") -> Connection:
         """A panel said hello: answer, replay the kept runs, then stream live.
 
         The connection joins the fan-out on the sender thread, in the same step that
         snapshots what it must catch up on, so no run reaches it twice or not at all.
         """
-        conn = Connection(comm, self.max_queue, self.rate)
+        conn = Connection(comm, self.max_queue, self.rate, protocol)
         with self.lock:
             self.pending[comm.comm_id] = conn
         self.post(lambda: self._join(conn))
@@ -214,8 +219,8 @@ class Publisher:
 
     def _greet(self, conn: Connection) -> None:
         """Hello, then every live run caught up and every kept run replayed (sender thread)."""
-        kept = recorder.history()
-        conn.outbox.appendleft(_hello(conn.paused, len(kept)))
+        kept = history.history()
+        conn.outbox.appendleft(self.greeting(conn.paused, len(kept)))
         for feed in list(self.feeds.values()):
             conn.outbox.extend(feed.catch_up())
         # a kept run without a feed may still have its start/end queued behind this job
@@ -225,21 +230,20 @@ class Publisher:
                 conn.replays.append(self._replay(run))
 
     def _replay(self, run: Run) -> Iterator[encode.Message]:
-        feed = Feed(run, frozen_sources(run), self.titles.get(_run_id(run), _title(run)))
+        feed = Feed(run, frozen_cursors(run), self.titles.get(_run_id(run), _title(run)))
         yield from feed.replay()
 
     # ------------------------------------------------------------ runs
-    def _on_run_start(self, run: Run) -> None:
-        sources = self.find_sources(run)  # in the compute's thread: cheap lookups only
-        self.post(lambda: self._start_feed(run, sources))
+    def _on_run_start(self, run: Run, cursors: Cursors) -> None:
+        self.post(lambda: self._start_feed(run, cursors))
 
     def _on_run_end(self, run: Run) -> None:
         self.post(lambda: self._end_feed(run))
 
-    def _start_feed(self, run: Run, sources: Sources | None) -> None:
-        if sources is None:
-            return
-        feed = Feed(run, sources, _title(run))
+    def _start_feed(self, run: Run, cursors: Cursors) -> None:
+        if run.finished or _run_id(run) in self.feeds:
+            return  # ended before the sender got to it (its end sends it whole), or known
+        feed = Feed(run, cursors, _title(run))
         self.feeds[feed.id] = feed
         self.titles[feed.id] = feed.title
         self._fanout(feed.id, feed.start())
@@ -248,7 +252,7 @@ class Publisher:
         rid = _run_id(run)
         feed = self.feeds.pop(rid, None)
         if feed is None:  # started before we listened: send it whole
-            feed = Feed(run, frozen_sources(run), _title(run))
+            feed = Feed(run, frozen_cursors(run), _title(run))
             self._fanout(rid, feed.replay())
         else:
             self._fanout(rid, feed.poll(final=True) + feed.progress() + feed.end())
@@ -391,6 +395,10 @@ class Publisher:
 
     def _send(self, conn: Connection, message: encode.Message) -> None:
         data, buffers = message
+        if data.get("source") is not None and not encode.speaks(
+            conn.protocol, encode.SOURCE_VERSION
+        ):
+            return  # a 1.0 panel would add a worker process's samples to the total
         try:
             conn.comm.send(data, buffers=buffers or None)
             conn.sent += 1
@@ -448,7 +456,7 @@ class Publisher:
             self._find_run(rid)
 
         def replay() -> None:
-            ids = {rid} if rid is not None else {_run_id(r) for r in recorder.history()}
+            ids = {rid} if rid is not None else {_run_id(r) for r in history.history()}
             self._send_runs(conn, ids | (set(self.feeds) if rid is None else set()))
 
         self.post(replay)
@@ -458,7 +466,7 @@ class Publisher:
         for rid, feed in list(self.feeds.items()):
             if rid in ids:
                 conn.outbox.extend(feed.catch_up())
-        for run in recorder.history():
+        for run in history.history():
             if _run_id(run) in ids:
                 conn.replays.append(self._replay(run))
 
@@ -468,7 +476,7 @@ class Publisher:
         feed = self.feeds.get(rid)
         if feed is not None:
             return feed.run
-        for run in recorder.history():
+        for run in history.history():
             if _run_id(run) == rid:
                 return run
         raise BadRequest("unknown-run", f"no run {rid!r} in this kernel (not kept any more?)")
@@ -518,10 +526,9 @@ class Publisher:
 # ---------------------------------------------------------------- helpers
 
 
-def _hello(paused: bool, history: int) -> encode.Message:
-    from .comm import PROTOCOL_VERSION, versions
-
-    return encode.hello(PROTOCOL_VERSION, versions(), os.getpid(), paused, history)
+def _greeting(paused: bool, history: int) -> encode.Message:
+    """A hello without versions (a publisher made outside the comm module, in tests)."""
+    return encode.hello("", {}, os.getpid(), paused, history)
 
 
 def _cost(message: encode.Message) -> float:
@@ -530,11 +537,11 @@ def _cost(message: encode.Message) -> float:
 
 
 def _run_id(run: Run) -> str:
-    return str(run.meta.get("id"))
+    return str(run.meta.id)
 
 
 def _title(run: Run) -> str | None:
-    title = run.meta.get("title")
+    title = run.meta.title
     return title if isinstance(title, str) else None
 
 
@@ -550,31 +557,8 @@ def _keys(run: Run, feed: Feed | None, indices: list[int]) -> list[str]:
     """Key labels of task rows ``indices`` ("" for rows no longer kept)."""
     if not indices:
         return []
-    lookup = feed.sources.keys if feed is not None else None
+    lookup = feed.cursors.keys if feed is not None else None
     if lookup is not None:
         return lookup(indices)
     first = run.dropped("tasks")
     return run.task_keys([i - first for i in indices])
-
-
-# ---------------------------------------------------------------- live sources of a run
-
-
-def live_sources(run: Run) -> Sources | None:
-    """Readers over a live run's collectors (found behind the run's snapshot sources)."""
-    from .feed import live_table, live_tasks
-
-    owners = {name: getattr(src, "__self__", None) for name, src in run.sources().items()}
-    sources = Sources()
-    tasks = owners.get("tasks")
-    if tasks is not None and hasattr(tasks, "columns"):
-        sources.tasks = live_tasks(tasks)
-        sources.keys = tasks.keys_at
-    for name in ("cache", "resources"):
-        owner = owners.get(name)
-        if owner is not None and hasattr(owner, "since"):
-            setattr(sources, name, live_table(owner.since))
-    stacks = owners.get("stacks")
-    if stacks is not None and hasattr(stacks, "history"):
-        sources.stacks = stacks.history
-    return sources

@@ -8,6 +8,12 @@ by key name and the header and the group table (one ``HTML`` widget) are redrawn
 group refresh backs off so that it takes at most ``GROUP_BUDGET`` of wall time, however
 many tasks there are. Group names reach the page escaped.
 
+Graphs sent to a ``dask.distributed`` cluster in the block are counted from the
+scheduler's batches (:mod:`daskprofile.record.cluster_progress`) and shown in the same
+bars, merged with the local computes by group: the timer also reads those counts, keeps
+running while a cluster graph has not finished, and draws the final state once every
+graph has (or when the block ends: leaving it waits a moment for the last batch).
+
 Outside an IPython kernel, or with ``out=`` given, it is the text bar of
 :mod:`daskprofile.diagnostics` (which it subclasses, so ``isinstance`` checks hold).
 """
@@ -30,6 +36,7 @@ from dask.utils import format_time
 
 from ..diagnostics import ProgressBar as TextProgressBar
 from ..keys import GroupIndex, group_color, key_name
+from ..record.cluster_progress import ClusterCounts
 
 __all__ = ["ProgressBar", "in_kernel"]
 
@@ -140,12 +147,19 @@ class Tally:
         if failed:
             self.erred += 1
 
-    def rows(self, limit: int = MAX_GROUPS) -> list[tuple[str, int, int]]:
-        """(group, done, total), largest groups first; the rest summed as one row."""
-        rows = sorted(
-            zip(self.index.groups, self.group_done, self.group_total, strict=False),
-            key=lambda r: (-r[2], r[0]),
-        )
+    def rows(
+        self, limit: int = MAX_GROUPS, extra: Mapping[str, tuple[int, int]] | None = None
+    ) -> list[tuple[str, int, int]]:
+        """(group, done, total), largest groups first; the rest summed as one row.
+        ``extra``: ``{group: (done, total)}`` counted elsewhere (a cluster), added in."""
+        merged = {
+            g: (d, t)
+            for g, d, t in zip(self.index.groups, self.group_done, self.group_total, strict=False)
+        }
+        for g, (d, t) in (extra or {}).items():
+            d0, t0 = merged.get(g, (0, 0))
+            merged[g] = (d0 + d, t0 + t)
+        rows = sorted(((g, d, t) for g, (d, t) in merged.items()), key=lambda r: (-r[2], r[0]))
         if len(rows) <= limit:
             return rows
         head, tail = rows[: limit - 1], rows[limit - 1 :]
@@ -236,7 +250,7 @@ class ProgressBar(TextProgressBar):
         self._active: dict[int, float] = {}  # id(dask state) -> start
         self._first_start: float | None = None
         self._wbar_timer: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._stop = threading.Event()  # the running timer's (each timer has its own)
         self._group_due = 0.0
         self._cpu: dict[str, float] = {}
 
@@ -295,7 +309,7 @@ class ProgressBar(TextProgressBar):
             with self._lock:
                 self._tally.finish(id(state), errored)
                 self._active.pop(id(state), None)
-                last = not self._active
+                last = not self._busy()
             if last:
                 self._stop_timer()
             self.last_duration = self._elapsed()
@@ -303,29 +317,97 @@ class ProgressBar(TextProgressBar):
                 self._display()
                 self._refresh(final=last)
 
+    # ------------------------------------------------------------ cluster graphs
+    def _cluster_graph(self) -> None:
+        """A graph was sent to a cluster (submitting thread): show the widget, tick."""
+        if self.text:
+            super()._cluster_graph()
+            return
+        with self._metered("compute"):
+            with self._lock:
+                if self._first_start is None:
+                    self._first_start = perf_counter()
+                if self._view is None:
+                    self._view = _View()
+            if self._minimum <= 0:
+                self._display()
+            self._ensure_timer()
+
+    def _cluster_done(self, finished: bool) -> None:
+        """The block ends: the final state (``finished``: every cluster graph ended)."""
+        if self.text:
+            super()._cluster_done(finished)
+            return
+        with self._metered("compute"):
+            with self._lock:
+                idle = not self._active  # (a compute of another thread may still run)
+            if idle:
+                self._stop_timer()
+            if self._view is None:
+                return
+            self.last_duration = self._elapsed()
+            if idle and (self._shown or self.last_duration >= self._minimum):
+                self._display()
+                self._refresh(final=True, left=not finished)
+
+    def _busy(self) -> bool:
+        """A local compute runs or a cluster graph has not finished."""
+        return bool(self._active) or self._cluster.busy
+
+    def _cluster_counts(self) -> ClusterCounts:
+        try:
+            return self._cluster.counts()
+        except Exception:  # never let the cluster part break the bar
+            return ClusterCounts()
+
     # ------------------------------------------------------------ timer
     def _ensure_timer(self) -> None:
-        if self._wbar_timer is not None and self._wbar_timer.is_alive():
-            return
-        self._stop.clear()
-        context = contextvars.copy_context()  # display/output go to the cell that computes
-        self._wbar_timer = threading.Thread(
-            target=context.run, args=(self._tick,), name="daskprofile-progress", daemon=True
-        )
-        self._wbar_timer.start()
+        with self._lock:
+            if self._wbar_timer is not None and self._wbar_timer.is_alive():
+                return
+            stop = self._stop = threading.Event()
+            context = contextvars.copy_context()  # display/output go to the cell computing
+            self._wbar_timer = threading.Thread(
+                target=context.run,
+                args=(self._tick, stop),
+                name="daskprofile-progress",
+                daemon=True,
+            )
+            self._wbar_timer.start()
 
     def _stop_timer(self) -> None:
-        self._stop.set()
-        timer, self._wbar_timer = self._wbar_timer, None
+        with self._lock:
+            self._stop.set()
+            timer, self._wbar_timer = self._wbar_timer, None
         if timer is not None and timer is not threading.current_thread():
             timer.join()
 
-    def _tick(self) -> None:
-        while not self._stop.wait(self._dt):
+    def _tick(self, stop: threading.Event) -> None:
+        while not stop.wait(self._dt):
             if self._elapsed() >= self._minimum:
                 with self._metered("timer"):
                     self._display()
                     self._refresh(final=False)
+            if self._end_when_idle(stop):
+                return
+
+    def _end_when_idle(self, stop: threading.Event) -> bool:
+        """Nothing left running (the last cluster graph ended between local computes):
+        this timer stops after drawing the final state. True if it did."""
+        with self._lock:
+            if (
+                self._wbar_timer is not threading.current_thread()
+                or self._busy()
+                or self._leaving  # the block's end draws the final state
+            ):
+                return False
+            self._wbar_timer = None
+            stop.set()
+        if self._shown or self._elapsed() >= self._minimum:
+            with self._metered("timer"):
+                self._display()
+                self._refresh(final=True)
+        return True
 
     def _elapsed(self) -> float:
         return perf_counter() - (self._first_start or perf_counter())
@@ -340,11 +422,14 @@ class ProgressBar(TextProgressBar):
 
         display(self._view.box)  # type: ignore[no-untyped-call]
 
-    def _refresh(self, final: bool) -> None:
-        """Draw the current counts; group rows only when due (or on the final draw)."""
+    def _refresh(self, final: bool, left: bool = False) -> None:
+        """Draw the current counts; group rows only when due (or on the final draw).
+        ``left``: the block ended with cluster graphs still running (drawn as stopped)."""
         view = self._view
         if view is None:
             return
+        cluster = self._cluster_counts()
+        cluster_done, cluster_total = cluster.tasks()
         now = perf_counter()
         with self._lock:
             groups = None
@@ -352,14 +437,22 @@ class ProgressBar(TextProgressBar):
                 self._tally.update()
                 cost = perf_counter() - now
                 self._group_due = now + max(self._dt, GROUP_PERIOD, cost / GROUP_BUDGET)
-                groups = groups_html(self._tally.rows())
+                groups = groups_html(self._tally.rows(extra=cluster.groups()))
             t = self._tally
-            counts = {"done": t.overall(), "total": t.total, "erred": t.erred}
-            computes = t.computes
-        if final:
-            style, word = ("danger", "Failed after") if t.erred else ("success", "Completed")
-        else:
+            counts = {
+                "done": t.overall() + cluster_done,
+                "total": t.total + cluster_total,
+                "erred": t.erred + cluster.erred,
+            }
+            computes = t.computes + cluster.graphs
+        if not final:
             style, word = "info", "Running:"
+        elif counts["erred"]:
+            style, word = "danger", "Failed after"
+        elif left:
+            style, word = "warning", "Stopped at"
+        else:
+            style, word = "success", "Completed"
         text = None
         if groups is not None:  # the header (elapsed time) changes with the group bars
             text = header_text(**counts, computes=computes, elapsed=self._elapsed(), end=word)

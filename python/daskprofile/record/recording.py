@@ -1,0 +1,395 @@
+"""Recording: the one place where collectors become a :class:`~daskprofile.run.Run` and its
+:class:`~.cursors.Cursors`.
+
+A recording makes one run: its task and cache collectors (fresh per run), the resource
+and stack samplers it reads (its own, started and stopped with it, or shared long-lived
+ones it reads a time slice of), its progress totals, and the run's metadata. It announces
+the run with its cursors when it starts and keeps it when it finishes
+(:mod:`.history`), so every sink (the comm publisher, the history) gets the same readers.
+A cluster is one more source: :meth:`Recording.plug` gives a
+:class:`~daskprofile.distributed.source.ClusterSource` the run's collectors as a target.
+
+Who decides which computes a recording sees is its client: ``profile()`` registers the
+recording's listeners with the scheduler hook for a whole block; the panel's per-cell
+recorder forwards each compute to the recording of its cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..collectors import StackWorkerHook, merge_stacks, optional
+from ..collectors.base import Collector
+from ..collectors.cache import CacheCollector
+from ..collectors.tasks import TaskCollector
+from ..hooks import Compute, Listener, TaskBatch
+from ..keys import task_group
+from ..meta import RunMeta
+from ..options import ProfileOptions
+from ..run import Run
+from . import history
+from .cursors import Cursors, Read, Reader, live_table, live_tasks
+
+if TYPE_CHECKING:
+    from ..distributed.source import ClusterSource, Target
+
+__all__ = ["Recording", "Samplers"]
+
+#: graphs kept for progress totals until a sink asks for them (then counted)
+MAX_GRAPHS = 4
+
+_ids = itertools.count(1)
+_HOST = socket.gethostname()
+
+
+@dataclass
+class Samplers:
+    """The time-sampled collectors a recording reads.
+
+    ``shared=False``: the recording's own, started and stopped with it. ``shared=True``:
+    long-lived ones (the panel's), of which each recording reads its time slice.
+    """
+
+    resources: Any = None  # collectors.resources.ResourceCollector
+    stacks: Any = None  # collectors.stacks.StackCollector
+    shared: bool = False
+
+    @classmethod
+    def for_options(cls, options: ProfileOptions, **stacks: Any) -> Samplers:
+        """New samplers for what ``options`` switches on (modules that exist only)."""
+        resources = optional("resources") if options.resources else None
+        stack_module = optional("stacks") if options.stacks else None
+        return cls(
+            resources=resources.ResourceCollector(options.dt, max_samples=options.max_records)
+            if resources is not None
+            else None,
+            stacks=stack_module.StackCollector(options.interval, **stacks)
+            if stack_module is not None
+            else None,
+        )
+
+
+class _Counter(Collector):
+    """Counts computes and schedulers into ``run.meta``; keeps graphs for progress totals."""
+
+    name = "meta"
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self.recording = recording
+
+    def on_compute_start(self, compute: Compute) -> None:
+        meta = self.recording.run.meta
+        meta.computes += 1
+        if compute.scheduler not in meta.schedulers:
+            meta.schedulers.append(compute.scheduler)
+        graphs = self.recording.graphs
+        if len(graphs) >= MAX_GRAPHS:  # nobody reads progress: count rather than keep them
+            self.recording.count_totals()
+        graphs.append(compute.dsk)
+
+
+class _StackFeed(Collector):
+    """Asks the hook to track running tasks and brings worker-process samples home."""
+
+    name = "stacks"
+    track_running = True
+
+    def __init__(self, sampler: Any) -> None:
+        super().__init__()
+        self.sampler = sampler
+        self.worker_hooks = (StackWorkerHook(sampler.interval, sampler.cycle),)
+
+    def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
+        merge_stacks(self.sampler, batch.extra)
+
+
+class Recording:
+    """One run in the making (see the module docstring).
+
+    ``options``: what to collect; ``samplers``: the samplers to read (default: new ones
+    for ``options``, owned by this recording); ``title``: the cell or script; ``auto``: a
+    recording nobody asked for by name (the panel's).
+    """
+
+    def __init__(
+        self,
+        options: ProfileOptions,
+        *,
+        samplers: Samplers | None = None,
+        title: str | None = None,
+        auto: bool = False,
+    ) -> None:
+        self.options = options
+        self.run = Run(_new_meta(options, title, auto))
+        self.samplers = samplers if samplers is not None else Samplers.for_options(options)
+        o = options
+        self.tasks = TaskCollector(o.max_records) if o.tasks else None
+        self.cache = CacheCollector(o.metric, o.max_records, t0=self.run.t0) if o.cache else None
+        self.graphs: list[Mapping[Any, Any]] = []
+        self.totals: dict[str, int] = {}
+        self.listeners: list[Listener] = [
+            c for c in (_Counter(self), self.tasks, self.cache) if c is not None
+        ]
+        if self.samplers.stacks is not None and not self.samplers.shared:
+            self.listeners.append(_StackFeed(self.samplers.stacks))
+        for listener in self.listeners:
+            listener.errors = self.run.meta.errors  # type: ignore[attr-defined]
+        self.cursors = Cursors(totals=self.count_totals)
+        self.cluster: ClusterSource | None = None
+        self.target: Target | None = None
+        self._starters: list[threading.Thread] = []
+        self._slices: dict[str, int] = {}
+        self._wire()
+
+    # ------------------------------------------------------------ wiring
+    def _wire(self) -> None:
+        run, cursors = self.run, self.cursors
+        if self.tasks is not None:
+            run.attach("tasks", self.tasks.snapshot_compact)
+            cursors.tasks = live_tasks(self.tasks)
+            cursors.keys = self.tasks.keys_at
+        if self.cache is not None:
+            run.attach("cache", self.cache.snapshot)
+            cursors.cache = live_table(self.cache.since)
+        resources, stacks = self.samplers.resources, self.samplers.stacks
+        if resources is not None:
+            self._wire_resources(resources)
+        if stacks is not None:
+            self._wire_stacks(stacks)
+
+    def _wire_resources(self, sampler: Any) -> None:
+        if not self.samplers.shared:
+            self.run.attach("resources", sampler.snapshot)
+            self.cursors.resources = live_table(sampler.since)
+            return
+        _, start = sampler.since(1 << 62)  # this run's samples start with the next one
+        t0 = self.run.t0
+        self.cursors.resources = live_table(sampler.since, start)
+        self.run.attach("resources", lambda: _after(sampler.since(start)[0], t0))
+
+    def _wire_stacks(self, sampler: Any) -> None:
+        if not self.samplers.shared:
+            self.run.attach("stacks", sampler.trees)
+            self.run.attach("stack_history", sampler.history)
+            self.cursors.stacks = sampler.history
+            return
+        run = self.run
+
+        def slice_of(t_from: float | None) -> list[tuple[float, float, dict[str, Any]]]:
+            out: list[tuple[float, float, dict[str, Any]]] = sampler.history(
+                max(run.t0, t_from if t_from is not None else run.t0), _t1(run)
+            )
+            return out
+
+        self.cursors.stacks = slice_of
+        run.attach("stacks", lambda: sampler.trees(run.t0, _t1(run)))
+        run.attach("stack_history", lambda: slice_of(None))
+
+    # ------------------------------------------------------------ clusters
+    def plug(self, source: ClusterSource) -> Target:
+        """Record a cluster's computes for this run too: its rows go into this run's
+        collectors; its worker processes' resources become the run's resources. Returns
+        the target to name in ``source.expect`` (idempotent)."""
+        if self.target is not None:
+            return self.target
+        from ..distributed.source import Target
+
+        target = self.target = Target(self.run, self.tasks, self.cache, self.totals)
+        self.cluster = source
+        source.open(target)
+        run = self.run
+        self.cursors.processes = lambda: _readers(source.processes(target))
+        self.cursors.resources = _cluster_resources(source, run)
+        local_table = run.sources().get("resources")
+        run.attach("resources", _prefer_cluster(source, run, local_table))
+        return target
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> Run:
+        """Start the samplers this recording owns and announce the run; returns it."""
+        if not self.samplers.shared:
+            for name in ("resources", "stacks"):
+                sampler = getattr(self.samplers, name)
+                if sampler is None:
+                    continue
+                if getattr(sampler, "quick_start", True):
+                    _guarded(self.run, name, sampler.start)
+                else:  # a first sample that reads every process: overlap it with the block
+                    self._starters.append(_start_in_background(self.run, name, sampler))
+        history.started(self.run, self.cursors)
+        return self.run
+
+    def pending(self) -> int:
+        """Cluster graphs of this run whose tasks have not all been recorded yet."""
+        cluster, target = self.cluster, self.target
+        return 0 if cluster is None or target is None else cluster.pending(target)
+
+    def finish(self) -> Run:
+        """Stop what this recording owns, freeze the run and keep it; returns it."""
+        run = self.run
+        t1 = perf_counter()
+        run.meta.t1 = t1
+        for starter in self._starters:
+            starter.join()
+        dropped: dict[str, int] = {}
+        if not self.samplers.shared:
+            for name in ("resources", "stacks"):
+                sampler = getattr(self.samplers, name)
+                if sampler is not None:
+                    dropped[name] = self._stop_sampler(name, sampler)
+        self._finish_cluster()
+        self.count_totals()
+        run.finish(t1, dropped)
+        history.finished(run)
+        return run
+
+    def _stop_sampler(self, name: str, sampler: Any) -> int:
+        """Stop an owned sampler; its error is recorded; returns what it lost."""
+        _guarded(self.run, name, sampler.stop)
+        error = getattr(sampler, "error", None)
+        if error:
+            self.run.meta.errors.append({"collector": name, "error": str(error)})
+        # samples that left the history, and stacks CPython handed back broken
+        lost = [getattr(sampler, attr, 0) or 0 for attr in ("dropped", "unreadable")]
+        return int(sum(lost))
+
+    def _finish_cluster(self) -> None:
+        cluster, target = self.cluster, self.target
+        if cluster is None or target is None:
+            return
+        meta = self.run.meta
+        try:
+            cluster.forget(target)
+            info = cluster.describe(self.run.t0)
+            if info is not None:
+                meta.distributed = info
+            for error in cluster.errors:
+                if error not in meta.errors:
+                    meta.errors.append(error)
+        except Exception as exc:  # never fail the user's block
+            meta.errors.append({"collector": "distributed", "error": repr(exc)})
+
+    def count_totals(self) -> dict[str, int]:
+        """Tasks per group in this run's graphs (counted on the caller's thread, then
+        dropped), plus the cluster's."""
+        graphs, self.graphs = self.graphs, []
+        for dsk in graphs:
+            try:
+                _count_graph(dsk, self.totals)
+            except Exception:  # a graph we cannot read: progress falls back to done counts
+                continue
+        return self.totals
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _new_meta(options: ProfileOptions, title: str | None, auto: bool) -> RunMeta:
+    tag = "p" if auto else ""
+    return RunMeta(
+        id=f"{os.getpid()}-{tag}{next(_ids)}-{int(time.time() * 1000)}",
+        wall0=time.time(),
+        t0=perf_counter(),
+        host=_HOST,
+        pid=os.getpid(),
+        options=options.to_dict(),
+        finished=False,
+        auto=auto,
+        title=title,
+    )
+
+
+def _t1(run: Run) -> float | None:
+    t1 = run.meta.t1
+    return float(t1) if t1 is not None else None
+
+
+def _after(cols: dict[str, np.ndarray], t0: float) -> dict[str, np.ndarray]:
+    keep = np.asarray(cols["time"]) >= t0 - 1e-3
+    return {k: np.asarray(v)[keep] for k, v in cols.items()}
+
+
+def _count_graph(dsk: Mapping[Any, Any], totals: dict[str, int]) -> None:
+    """Add ``dsk``'s tasks per group; one group lookup per key *name*, as the collector does."""
+    counts: dict[Any, int] = {}
+    first: dict[Any, Any] = {}
+    for key in list(dsk):
+        name = key[0] if type(key) is tuple and key else key
+        n = counts.get(name)
+        if n is None:
+            first[name] = key
+            counts[name] = 1
+        else:
+            counts[name] = n + 1
+    for name, n in counts.items():
+        key = first[name]
+        group = task_group(key, dsk.get(key))
+        totals[group] = totals.get(group, 0) + n
+
+
+def _readers(since: Mapping[str, Callable[[int], Any]]) -> dict[str, Reader]:
+    return {label: live_table(read) for label, read in since.items()}
+
+
+def _cluster_resources(source: ClusterSource, run: Run) -> Reader:
+    """The run's live resources once a cluster is plugged in: its worker processes summed
+    on a grid from the run's start, the rows every process has reported (they no longer
+    change), as the finished run keeps them."""
+
+    def read(cursor: int) -> Read:
+        totals = source.resources(run.t0, _t1(run), complete=not run.finished)
+        n = len(totals["time"])
+        lo = min(cursor, n)
+        return Read({k: v[lo:] for k, v in totals.items()}, lo, n)
+
+    return read
+
+
+def _prefer_cluster(
+    source: ClusterSource, run: Run, local: Callable[[], Any] | None
+) -> Callable[[], Any]:
+    def resources() -> Any:
+        table = source.resources(run.t0, _t1(run))
+        if len(table["time"]) or local is None:
+            return table
+        return local()
+
+    return resources
+
+
+def _start_in_background(run: Run, name: str, sampler: Any) -> threading.Thread:
+    """Start a sampler from a short-lived thread: its first sample (listing the process
+    tree takes milliseconds) then overlaps the block instead of delaying it."""
+
+    def start() -> None:
+        time.sleep(0)  # hand the GIL back: Thread.start() returns only once we let go
+        _guarded(run, name, sampler.start)
+
+    thread = threading.Thread(target=start, name=f"daskprofile-start-{name}")
+    thread.daemon = True
+    thread.start()
+    return thread
+
+
+def _guarded(run: Run, name: str, fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception as exc:
+        run.meta.errors.append({"collector": name, "error": repr(exc)})
+        warnings.warn(
+            f"daskprofile: the {name} collector raised {exc!r} and is switched off",
+            RuntimeWarning,
+            stacklevel=3,
+        )

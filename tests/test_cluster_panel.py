@@ -1,0 +1,126 @@
+"""A dask.distributed cluster reaches a connected panel with no daskprofile code: a real
+kernel, a real ``LocalCluster`` of worker processes, the panel's side of the comm."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from test_comm_kernel import Panel, _check_run_stream, _has, kernel_with_panel
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = (
+    "from distributed import Client, LocalCluster\n"
+    "cluster = LocalCluster(n_workers=2, threads_per_worker=2, processes=True,\n"
+    "                       dashboard_address=':0', silence_logs=40)\n"
+    "client = Client(cluster)\n"
+    "print(len(client.scheduler_info()['workers']))"
+)
+MATMUL = (
+    "import dask.array as da\n"
+    "x = da.random.random((1200, 1200), chunks=300)\n"
+    "print(float((x @ x.T).sum().compute()))"
+)
+SLOW = "import time\ndef slow(i):\n    time.sleep(0.3)\n    return i\n"
+LAST = (
+    "from daskprofile.record import history as H\n"
+    "run = H.history()[-1]\n"
+    "print(len(run.tasks), run.meta['id'], run.tasks['worker'].str.startswith('tcp://').all(),"
+    " run.meta['schedulers'])"
+)
+PLUGINS = (
+    "print(sorted(n for n in client.run_on_scheduler("
+    "lambda dask_scheduler: list(dask_scheduler.plugins)) if n.startswith('daskprofile')))"
+)
+
+
+@pytest.fixture
+def panel() -> Iterator[Panel]:
+    with kernel_with_panel() as p:
+        yield p
+
+
+def _run_ids(panel: Panel) -> list[str]:
+    return [m["run"] for m in panel.of("run_end")]
+
+
+def _close_cluster(panel: Panel) -> None:
+    panel.execute("client.close(); cluster.close()", timeout=60)
+
+
+def test_a_cluster_compute_streams_to_the_panel_with_no_user_code(panel: Panel) -> None:
+    panel.open()
+    panel.wait(_has("hello"))
+    assert panel.execute(CLUSTER, timeout=120).split()[-1] == "2"  # made after the panel came
+    try:
+        panel.execute(MATMUL, timeout=120)
+        panel.wait(_has("run_end"), timeout=30)
+        (rid,) = _run_ids(panel)
+        n, last_id, on_workers, schedulers = panel.execute(LAST).split(maxsplit=3)
+        assert last_id == rid
+        assert on_workers == "True"
+        assert "distributed" in schedulers
+        _check_run_stream(panel, rid, int(n))
+        start = panel.of("run_start", rid)[0]
+        assert "compute()" in (start["title"] or "")
+        # a lane per worker thread: labels say which worker and thread
+        labels = [label for m in panel.of("workers", rid) for label in m["labels"]]
+        addresses = {label.rsplit(" thread ", 1)[0] for label in labels}
+        assert len(addresses) == 2
+        assert all(label.startswith("tcp://127.0.0.1:") for label in labels)
+        kinds = {k for m in panel.of("workers", rid) for k in m["kinds"]}
+        assert kinds == {"worker"}
+        # progress per group, against the graph's totals sent by the scheduler
+        last = panel.of("progress", rid)[-1]
+        assert sum(last["done"]) == int(n)
+        assert sum(last["total"]) == int(n)
+        assert len(panel.of("groups", rid)) >= 1
+        # the cluster's worker processes' CPU and memory
+        resources = panel.of("resources", rid)
+        assert resources
+        assert max(m["arrays"]["memory"].max() for m in resources) > 50e6
+        summary = panel.of("run_end", rid)[0]["summary"]
+        assert summary["tasks"] == int(n)
+    finally:
+        _close_cluster(panel)
+
+
+def test_futures_land_in_the_run_of_the_cell_that_submitted_them(panel: Panel) -> None:
+    panel.open()
+    panel.wait(_has("hello"))
+    panel.execute(CLUSTER, timeout=120)
+    try:
+        panel.execute(SLOW)
+        panel.execute("futures = client.map(slow, range(8))")  # returns at once
+        panel.execute("y = client.submit(sum, [1, 2], key='later-sum').result()")
+        panel.wait(_has("run_end", 2), timeout=30)
+        first, second = [m["run"] for m in panel.of("run_start")]
+        assert _run_ids(panel) == [second, first]  # the first lasted until its futures ran
+        done = {rid: sum(panel.of("progress", rid)[-1]["done"]) for rid in (first, second)}
+        assert done == {first: 8, second: 1}
+        titles = {rid: panel.of("run_start", rid)[0]["title"] for rid in (first, second)}
+        assert "client.map" in titles[first]
+        assert "later-sum" in titles[second]
+    finally:
+        _close_cluster(panel)
+
+
+def test_the_plugins_go_when_the_panel_recording_stops(panel: Panel) -> None:
+    panel.open()
+    panel.wait(_has("hello"))
+    panel.execute(CLUSTER, timeout=120)
+    try:
+        panel.execute("print(client.submit(sum, [1, 2]).result())")
+        panel.wait(_has("run_end"), timeout=30)
+        assert panel.execute(PLUGINS).strip() != "[]"  # installed by the first graph
+        panel.execute("import daskprofile.jupyter.comm as c; c.shutdown()")
+        assert panel.execute(PLUGINS).strip() == "[]"
+        wrapped = (
+            "from distributed import Client; "
+            "print(hasattr(Client._graph_to_futures, '__wrapped__'))"
+        )
+        assert panel.execute(wrapped).strip() == "False"
+    finally:
+        _close_cluster(panel)
