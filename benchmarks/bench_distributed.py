@@ -6,17 +6,23 @@ One process, one cluster (2 workers x 1 thread). Each measure is one compute of 
 trivial tasks (``client.map(inc, ...)`` gathered):
 
 * bare: no profiling;
-* daskprofile tasks: ``daskprofile.distributed.profile(tasks=True, cache=False,
+* daskprofile tasks: ``daskprofile.profile(client=client, tasks=True, cache=False,
   resources=False, stacks=False)``;
 * daskprofile all: tasks + cache + resources + stacks (the defaults);
 * get_task_stream: distributed's own task-stream record (``with get_task_stream()``), the
   anchor. Its scheduler plugin is never removed once added, so it runs last.
 
 Wall times (bare and daskprofile interleaved; min and median of ``--repeat``) depend on the
-machine's load. The CPU section does not: it counts the CPU time (``thread_time``) spent in
-the plugins' hooks - daskprofile's scheduler plugin vs distributed's ``TaskStreamPlugin``,
-per task - plus the worker plugin's hook and the sampler threads. Also: the fixed cost of an
-empty ``with`` block and the bytes the finished Run keeps per task.
+machine's load. The CPU section less so: it counts the CPU time (``thread_time``) spent in
+the plugins' hooks - daskprofile's scheduler plugin (``transition`` and ``update_graph``, on
+the path of every task, and ``flush``, the batches sent every 200 ms) vs distributed's
+``TaskStreamPlugin`` (``transition`` only: it keeps each task's kwargs dict and converts
+nothing on the scheduler), per task - plus the worker plugin's hook and the sampler
+threads. Each wrapped call also costs the meter about two ``thread_time`` calls and the
+scheduler's kwargs passed twice, more than the no-op it is calibrated on: a plugin that
+does nothing, metered the same way, shows that share (subtract it from both). The CPU
+figures are medians of ``--repeat`` rounds, the plugins taking turns. Also: the fixed cost
+of an empty ``with`` block and the bytes the finished Run keeps per task.
 """
 
 from __future__ import annotations
@@ -34,8 +40,9 @@ from typing import Any
 import numpy as np
 import psutil
 from distributed import Client, LocalCluster, get_task_stream
+from distributed.diagnostics.plugin import SchedulerPlugin
 
-import daskprofile.distributed as dd
+import daskprofile
 
 Variant = Callable[[], AbstractContextManager[Any]]
 HOOKS = ("transition", "update_graph", "flush")
@@ -58,10 +65,10 @@ def workload(client: Client, n: int) -> float:
 def variants(client: Client) -> dict[str, Variant]:
     return {
         "bare": nullcontext,
-        "daskprofile tasks": lambda: dd.profile(
-            client, tasks=True, cache=False, resources=False, stacks=False
+        "daskprofile tasks": lambda: daskprofile.profile(
+            client=client, tasks=True, cache=False, resources=False, stacks=False
         ),
-        "daskprofile all": lambda: dd.profile(client),
+        "daskprofile all": lambda: daskprofile.profile(client=client),
     }
 
 
@@ -113,12 +120,21 @@ def _wrapper_cost() -> float:
     return _calibration[0]
 
 
-def meter_scheduler_plugin(scheduler: Any, prefix: str) -> Meter:
-    """Wrap the hooks of the scheduler plugin whose name starts with ``prefix``."""
+class NoopPlugin(SchedulerPlugin):
+    """Does nothing: what the meter costs per task, metered like the others."""
+
+    name = "noop-bench"
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def meter_scheduler_plugin(scheduler: Any, prefix: str, hooks: tuple[str, ...] = HOOKS) -> Meter:
+    """Wrap the ``hooks`` of the scheduler plugin whose name starts with ``prefix``."""
     meter = Meter()
     for name, plugin in list(scheduler.plugins.items()):
         if name.startswith(prefix):
-            for hook in HOOKS:
+            for hook in hooks:
                 meter.wrap(plugin, hook)
     return meter
 
@@ -139,30 +155,53 @@ def worker_costs(dask_worker: Any) -> dict[str, Any]:
     return {"hook": meter.cpu, "pid": os.getpid(), "threads": sum(threads.get(i, 0) for i in ids)}
 
 
-def cpu_section(cluster: LocalCluster, client: Client, n: int) -> dict[str, float]:
-    """CPU seconds per task in the hooks, and the samplers' CPU per second."""
+def cpu_section(cluster: LocalCluster, client: Client, n: int, repeat: int) -> dict[str, float]:
+    """CPU seconds per task in the hooks (medians of ``repeat`` rounds), and the samplers'
+    CPU per second."""
     scheduler = cluster.scheduler
-    with dd.profile(client) as run:
-        meter = meter_scheduler_plugin(scheduler, "daskprofile-")
+    with get_task_stream(client):  # adds distributed's plugin on first use (never removed)
+        pass
+    stream = scheduler.plugins["task-stream"]
+    rounds: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for name, cost in one_round(scheduler, client, stream, n).items():
+            rounds.setdefault(name, []).append(cost)
+    return {name: statistics.median(costs) for name, costs in rounds.items()}
+
+
+def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, float]:
+    """One compute of ``n`` tasks under each plugin, one plugin at a time."""
+    out: dict[str, float] = {}
+    with daskprofile.profile(client=client) as run:
+        path = meter_scheduler_plugin(scheduler, "daskprofile-", ("transition", "update_graph"))
+        flush = meter_scheduler_plugin(scheduler, "daskprofile-", ("flush",))
         client.run(meter_worker_plugin)
         t = time.perf_counter()
         workload(client, n)
         elapsed = time.perf_counter() - t
         costs = client.run(worker_costs)
-    assert len(run.tasks) == n
+    assert len(run.tasks) == n, len(run.tasks)
     by_pid = {c["pid"]: c["threads"] for c in costs.values()}
-    with get_task_stream(client):  # adds distributed's plugin on first use
-        pass
-    stream = meter_scheduler_plugin(scheduler, "task-stream")
+    out["daskprofile scheduler plugin"] = (path.cpu + flush.cpu) / n
+    out["  on the task path"] = path.cpu / n
+    out["  in flush (batches)"] = flush.cpu / n
+    out["daskprofile worker plugin"] = sum(c["hook"] for c in costs.values()) / n
+    out["samplers cpu fraction"] = sum(by_pid.values()) / elapsed / max(1, len(by_pid))
+    meter = Meter()
+    meter.wrap(stream, "transition")
     with get_task_stream(client) as ts:
         workload(client, n)
+    del stream.__dict__["transition"]
     assert len(ts.data) == n
-    return {
-        "daskprofile scheduler plugin": meter.cpu / n,
-        "daskprofile worker plugin": sum(c["hook"] for c in costs.values()) / n,
-        "task stream plugin": stream.cpu / n,
-        "samplers cpu fraction": sum(by_pid.values()) / elapsed / max(1, len(by_pid)),
-    }
+    out["task stream plugin"] = meter.cpu / n
+    noop = NoopPlugin()
+    scheduler.add_plugin(noop)
+    meter = Meter()
+    meter.wrap(noop, "transition")
+    workload(client, n)
+    scheduler.remove_plugin(name=noop.name)
+    out["no-op plugin (the meter)"] = meter.cpu / n
+    return out
 
 
 def run_bytes(run: Any) -> float:
@@ -177,7 +216,7 @@ def fixed_cost(client: Client, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
-        with dd.profile(client):
+        with daskprofile.profile(client=client):
             pass
         times.append(time.perf_counter() - t)
     return min(times)
@@ -212,7 +251,7 @@ def main() -> None:
         workload(client, n)  # warm up
         results, last = wall_section(client, n, args.repeat)
         fixed = fixed_cost(client, args.repeat)
-        cpu = cpu_section(cluster, client, n)  # adds the task stream plugin: after the rest
+        cpu = cpu_section(cluster, client, n, args.repeat)  # adds the task stream plugin
         for _ in range(args.repeat):
             with get_task_stream(client):
                 results.setdefault("get_task_stream", []).append(workload(client, n))
@@ -237,12 +276,19 @@ def report(
         over = (t - bare) / n * 1e6
         print(f"{name:22}{t:9.3f}{statistics.median(times):10.3f}{t / n * 1e6:13.1f}{over:14.1f}")
     anchor = cpu["task stream plugin"]
-    print("CPU in the hooks (thread_time), us/task")
-    for name in ("daskprofile scheduler plugin", "daskprofile worker plugin", "task stream plugin"):
+    print(f"CPU in the hooks (thread_time), us/task, median of {args.repeat}")
+    for name in (
+        "daskprofile scheduler plugin",
+        "  on the task path",
+        "  in flush (batches)",
+        "daskprofile worker plugin",
+        "task stream plugin",
+        "no-op plugin (the meter)",
+    ):
         print(f"  {name:30}{cpu[name] * 1e6:8.2f}   {cpu[name] / anchor:5.2f}x task stream")
     share = cpu["samplers cpu fraction"]
     print(f"  samplers (stacks 10 ms + resources 100 ms): {share:.1%} of a core per process")
-    print(f"fixed cost of one empty daskprofile.distributed.profile() block: {fixed * 1e3:.1f} ms")
+    print(f"fixed cost of one empty daskprofile.profile(client=...) block: {fixed * 1e3:.1f} ms")
     print(f"finished Run, tasks table: {run_bytes(last):.0f} B/task")
 
 

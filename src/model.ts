@@ -87,6 +87,23 @@ export interface IRunSummary {
   dropped: { [what: string]: number };
   /** The cluster a distributed run ran on (known at its end), else null. */
   cluster: IClusterSummary | null;
+  /** Parts recorded in a reduced way and why (known at the run's end; {} when none). */
+  reduced: { [part: string]: string };
+}
+
+/**
+ * The run bar's warning line for the parts recorded in a reduced way, e.g.
+ * `Reduced: stacks (workers lack daskprofile …: no stack samples)`; '' when none.
+ * Plain text (set with textContent: the reasons come from the kernel).
+ */
+export function reducedLine(reduced: { [part: string]: string }): string {
+  const parts = Object.entries(reduced).sort((a, b) =>
+    a[0].localeCompare(b[0])
+  );
+  if (parts.length === 0) {
+    return '';
+  }
+  return `Reduced: ${parts.map(([part, why]) => `${part} (${why})`).join('; ')}`;
 }
 
 /** Workers, threads and memory limit of the cluster of a run (the kernel's summary). */
@@ -227,6 +244,8 @@ export class RunData {
   droppedMessages = 0;
   droppedRows = 0;
   errors: unknown[] = [];
+  /** Parts recorded in a reduced way and why (from run_end). */
+  reduced: { [part: string]: string } = {};
 
   get taskCount(): number {
     return this.taskIndex.length;
@@ -306,7 +325,8 @@ export class RunData {
       peakMemory: peak,
       meanCpu: n > 0 ? cpuSum / n : num(k.mean_cpu),
       dropped,
-      cluster: clusterSummary(k)
+      cluster: clusterSummary(k),
+      reduced: { ...this.reduced }
     };
   }
 }
@@ -730,6 +750,7 @@ export class ProfileModel {
     run.kernelSummary = msg.summary;
     run.dropped = msg.dropped;
     run.errors = msg.errors;
+    run.reduced = msg.reduced;
     this._mark('summary', 'runs');
   }
 

@@ -164,6 +164,11 @@ export interface IRunEndMessage {
   summary: Record<string, unknown>;
   dropped: { [what: string]: number };
   errors: unknown[];
+  /**
+   * Parts recorded in a reduced way and why (protocol 1.1, optional: e.g. the stacks and
+   * resources of cluster workers without daskprofile); {} when absent.
+   */
+  reduced: { [part: string]: string };
 }
 
 export interface IDroppedMessage {
@@ -626,12 +631,25 @@ const DECODERS: { [type: string]: Decoder } = {
         dropped[what] = n;
       }
     }
+    const reduced: { [part: string]: string } = {};
+    if (d.reduced !== undefined && d.reduced !== null) {
+      if (!isRecord(d.reduced)) {
+        fail(t, '"reduced" must be an object');
+      }
+      for (const [part, why] of Object.entries(d.reduced)) {
+        if (typeof why !== 'string') {
+          fail(t, `"reduced.${part}" must be a string`);
+        }
+        reduced[part] = why;
+      }
+    }
     return {
       type: t,
       run: runId(d, t),
       summary: isRecord(d.summary) ? d.summary : {},
       dropped,
-      errors: Array.isArray(d.errors) ? d.errors : []
+      errors: Array.isArray(d.errors) ? d.errors : [],
+      reduced
     };
   },
   dropped: d => ({

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it, mock } from 'node:test';
 
-import { ChangeKind, ProfileModel, stacksInRange } from '../src/model';
+import {
+  ChangeKind,
+  ProfileModel,
+  reducedLine,
+  stacksInRange
+} from '../src/model';
 import {
   cacheMessage,
   groupsMessage,
@@ -143,6 +148,44 @@ describe('model', () => {
       threads: 4,
       memoryLimit: 2e9
     });
+  });
+
+  it('names the parts recorded in a reduced way from run_end (protocol 1.1)', () => {
+    const model = started();
+    const run = model.runs[0];
+    assert.deepEqual(run.summary().reduced, {});
+    assert.equal(reducedLine(run.summary().reduced), '');
+    const why = 'workers lack daskprofile (ModuleNotFoundError: <b>x</b>)';
+    feed(model, {
+      type: 'run_end',
+      run: 1,
+      summary: { tasks: 4 },
+      dropped: {},
+      errors: [],
+      reduced: {
+        stacks: `${why}: no stack samples`,
+        resources: `${why}: CPU/memory from the scheduler's heartbeats`
+      }
+    });
+    const reduced = run.summary().reduced;
+    assert.deepEqual(Object.keys(reduced).sort(), ['resources', 'stacks']);
+    assert.equal(
+      reducedLine(reduced),
+      `Reduced: resources (${why}: CPU/memory from the scheduler's heartbeats); ` +
+        `stacks (${why}: no stack samples)`
+    );
+    // a replay of the run starts it afresh: nothing reduced until its run_end says so
+    feed(model, runStart(1));
+    assert.deepEqual(model.runs[0].summary().reduced, {});
+    // a run_end of protocol 1.0 (no reduced field): nothing reduced
+    feed(model, {
+      type: 'run_end',
+      run: 1,
+      summary: {},
+      dropped: {},
+      errors: []
+    });
+    assert.deepEqual(model.runs[0].summary().reduced, {});
   });
 
   it('merges stack cycles per group and restricts them to a time range', () => {
@@ -452,6 +495,21 @@ describe('model on the shared fixtures', () => {
       assert.ok(s.groups > 0);
     }
   );
+
+  it('reads the reduced parts of the run_end_reduced fixture', { skip }, () => {
+    const model = new ProfileModel();
+    for (const name of ['run_start', 'run_end_reduced']) {
+      const { data, buffers } = fixture(name);
+      assert.equal(model.handle(data, buffers), true, name);
+    }
+    const line = reducedLine(model.current!.summary().reduced);
+    assert.match(line, /^Reduced: resources \(workers lack daskprofile/);
+    assert.match(
+      line,
+      /; stacks \(workers lack daskprofile .*no stack samples\)$/
+    );
+    assert.ok(line.includes('<b>'), 'the kernel text is kept as text');
+  });
 
   it('sends requests shaped as the panel_* fixtures', { skip }, () => {
     const model = new ProfileModel();

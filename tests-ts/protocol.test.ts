@@ -5,6 +5,7 @@ import {
   decodeMessage,
   IExportMessage,
   IResourcesMessage,
+  IRunEndMessage,
   IStacksMessage,
   ITasksMessage,
   KernelMessage,
@@ -183,6 +184,18 @@ describe('protocol: decoders', () => {
       errors: []
     });
     assert.equal(end?.type, 'run_end');
+    assert.deepEqual((end as IRunEndMessage).reduced, {});
+    const reduced = decodeMessage({
+      type: 'run_end',
+      run: 3,
+      summary: {},
+      dropped: {},
+      errors: [],
+      reduced: { stacks: 'workers lack daskprofile: no stack samples' }
+    }) as IRunEndMessage;
+    assert.deepEqual(reduced.reduced, {
+      stacks: 'workers lack daskprofile: no stack samples'
+    });
   });
 
   it('decodes binary columns, adding nothing to the offsets', () => {
@@ -270,6 +283,26 @@ describe('protocol: decoders', () => {
         }
       ],
       [{ type: 'state', paused: 'yes' }],
+      [
+        {
+          type: 'run_end',
+          run: 1,
+          summary: {},
+          dropped: {},
+          errors: [],
+          reduced: ['stacks']
+        }
+      ],
+      [
+        {
+          type: 'run_end',
+          run: 1,
+          summary: {},
+          dropped: {},
+          errors: [],
+          reduced: { stacks: 3 }
+        }
+      ],
       [{ type: 'export', run: 1, format: 'html', filename: 'a', mime: 'b' }, []]
     ];
     for (const [data, buffers] of bad) {

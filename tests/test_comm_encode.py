@@ -209,3 +209,30 @@ def test_this_kernel_speaks_1_1_and_still_accepts_a_1_0_panel() -> None:
     assert encode.speaks(comm.PROTOCOL_VERSION, encode.SOURCE_VERSION)
     assert encode.speaks(comm.PROTOCOL_VERSION, "1.0")
     assert comm._major("1.0") == comm._major(comm.PROTOCOL_VERSION)
+
+
+def test_run_end_carries_the_reduced_parts_only_when_there_are_some() -> None:
+    plain, _ = encode.run_end("r", {}, {}, [])
+    assert "reduced" not in plain  # as in protocol 1.0
+    assert "reduced" not in encode.run_end("r", {}, {}, [], {})[0]
+    why = {"stacks": "workers lack daskprofile: no stack samples"}
+    data, buffers = encode.run_end("r", {}, {}, [], why)
+    assert data["reduced"] == why
+    assert buffers == []
+    fixture = json.loads((FIXTURES / "run_end_reduced.json").read_text())
+    assert set(fixture["data"]["reduced"]) == {"stacks", "resources"}
+
+
+def test_the_feed_sends_the_runs_reduced_parts_at_its_end() -> None:
+    from daskprofile.jupyter.feed import Feed
+    from daskprofile.record.cursors import frozen_cursors
+    from daskprofile.run import Run
+
+    why = {"resources": "workers lack daskprofile: CPU/memory from the scheduler's heartbeats"}
+    run = Run({"id": "r7", "reduced": why})
+    ((data, _),) = Feed(run, frozen_cursors(run)).end()
+    assert data["type"] == "run_end"
+    assert data["reduced"] == why
+    plain = Run({"id": "r8"})
+    ((data, _),) = Feed(plain, frozen_cursors(plain)).end()
+    assert "reduced" not in data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 import threading
@@ -22,6 +23,7 @@ import daskprofile  # noqa: E402
 from daskprofile import distributed as dd  # noqa: E402
 from daskprofile.distributed._scheduler import SchedulerProbe  # noqa: E402
 from daskprofile.distributed._worker import WorkerProbe  # noqa: E402
+from daskprofile.distributed.collector import ALL_TASKS  # noqa: E402
 from daskprofile.stacktree import to_folded_lines  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -397,13 +399,94 @@ def test_a_failing_plugin_warns_once_and_never_fails_the_computation(
     assert _settled(lambda: _cluster_state(inproc_client), before) == before
 
 
+def _our_loop_tasks(client: Any) -> list[str]:
+    """daskprofile's tasks on the client's event loop (the heartbeat poller)."""
+
+    async def ours() -> list[str]:
+        names = [getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()]
+        return sorted(n for n in names if n.startswith("DistributedCollector."))
+
+    found: list[str] = client.sync(ours)
+    return found
+
+
 def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any) -> None:
+    """Workers that cannot take the worker plugin (here its setup raises; on a real
+    cluster, workers without daskprofile): the compute runs, the scheduler's records
+    stay, resources come from the heartbeats, and nothing is left behind."""
     before = _cluster_state(inproc_client)
-    collector = BrokenOnWorkers(inproc_client)
-    with pytest.warns(RuntimeWarning, match="cannot set up"):
+    collector = BrokenOnWorkers(inproc_client, flush=0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         collector.start()
-    assert inproc_client.submit(slow, 3).result() == 3
-    collector.stop()
-    assert collector.failed
+        assert _our_loop_tasks(inproc_client) == ["DistributedCollector._poll_heartbeats"]
+        seconds = [1.0, 1.01, 1.02, 1.03]  # ~2 s on two workers
+        assert inproc_client.gather(inproc_client.map(crunch, seconds)) == seconds
+        collector.stop()
+    ours = [w for w in caught if "daskprofile" in str(w.message)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert ours[0].category is RuntimeWarning
+    assert "cannot set up" in str(ours[0].message)
+    assert collector.started is False
+    assert not collector.failed
+    assert collector.errors == []
+
+    # the scheduler plugin's records
+    tasks = collector.tasks_snapshot()
+    assert len(tasks["key"]) == 4
+    assert set(tasks["groups"]) == {"crunch"}
+    assert {dd.task_worker_address(w) for w in tasks["workers"]} == _workers(inproc_client)
+
+    # what is reduced, and why
+    assert set(collector.reduced) == {"stacks", "resources"}
+    for why in collector.reduced.values():
+        assert why.startswith("the worker plugin could not be registered (RuntimeError: "), why
+    assert "heartbeats" in collector.reduced["resources"]
+    trees = collector.trees()
+    assert set(trees) <= {ALL_TASKS}
+    assert (ALL_TASKS in trees) == ("distributed's profiler" in collector.reduced["stacks"])
+
+    # each worker's CPU and memory from its heartbeats
+    series = {p["workers"][0]: p for p in collector.process_resources()}
+    assert set(series) == _workers(inproc_client)
+    for proc in series.values():
+        assert len(proc["time"]) >= 3, proc
+        assert (proc["memory"] > 10_000_000).all()
+        assert (np.diff(proc["time"]) > 0).all()
+    totals = collector.resources_snapshot()
+    assert len(totals["time"]) >= 10
+    assert (totals["memory"] > 0).all()  # a heartbeat's sample holds until the next one
+    assert totals["processes"].max() == 2
+
+    # nothing left: plugins, topic, threads, the poller
+    assert _our_loop_tasks(inproc_client) == []
     assert _settled(lambda: _cluster_state(inproc_client), before) == before
     assert not _settled(_our_threads, [])
+
+
+def test_a_run_names_what_it_recorded_in_a_reduced_way(
+    inproc_client: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(dd.DistributedCollector, "worker_probe", UnregistrableWorkerProbe)
+    before = _cluster_state(inproc_client)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with daskprofile.profile(client=inproc_client, dt=0.1) as run:
+            assert inproc_client.gather(inproc_client.map(crunch, [1.0, 1.01])) == [1.0, 1.01]
+    assert len([w for w in caught if "daskprofile" in str(w.message)]) == 1
+    assert len(run.tasks) == 2
+    assert set(run.meta.reduced) == {"stacks", "resources"}
+    assert (ALL_TASKS in run.stacks) == ("distributed's profiler" in run.meta.reduced["stacks"])
+    assert run.meta.errors == []
+    assert len(run.resources) >= 5
+    assert (run.resources["memory"] > 0).all()
+    processes = run.meta.distributed["processes"]
+    assert {w for p in processes for w in p["workers"]} == _workers(inproc_client)
+    loaded = daskprofile.load(run.save(tmp_path / "run.npz"))
+    assert loaded.meta.reduced == run.meta.reduced
+    # a run on a cluster whose workers take the plugin: nothing reduced
+    monkeypatch.undo()
+    with daskprofile.profile(client=inproc_client, stacks=False) as plain:
+        inproc_client.submit(slow, 1).result()
+    assert plain.meta.reduced == {}
+    assert _settled(lambda: _cluster_state(inproc_client), before) == before

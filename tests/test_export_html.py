@@ -303,3 +303,24 @@ def test_a_run_without_tasks_still_renders(tmp_path: Path, open_offline: Any) ->
     opened = open_offline(path)
     assert_rendered(opened)
     assert "No tasks recorded" in opened.page.inner_text("body")
+
+
+def test_the_summary_names_what_was_recorded_in_a_reduced_way(
+    tmp_path: Path, open_offline: Any
+) -> None:
+    dsk = {("inc", i): (operator.add, i, 1) for i in range(4)}
+    with daskprofile.profile(stacks=False, resources=False) as run:
+        named_schedulers["sync"](dsk, list(dsk))
+    why = "workers lack daskprofile (ModuleNotFoundError: No module named 'daskprofile')"
+    run.meta.reduced = {
+        "stacks": f"{why}: no stack samples",
+        "resources": f"{why}: CPU/memory from the scheduler's heartbeats {IMG}",
+    }
+    path = tmp_path / "reduced.html"
+    to_html(run, path)
+    opened = open_offline(path)
+    assert_rendered(opened)
+    body = opened.page.inner_text("body")
+    assert f"Reduced stacks: {why}: no stack samples" in body
+    assert f"Reduced resources: {why}: CPU/memory from the scheduler's heartbeats {IMG}" in body
+    assert opened.page.evaluate(JS_COUNT, "IMG") == 0

@@ -68,3 +68,23 @@ def test_a_recorded_run_has_typed_metadata() -> None:
     assert run.meta.id
     assert run.meta.host
     assert run.meta.pid
+
+
+def test_reduced_parts_are_a_typed_field_saved_with_the_run(tmp_path: Path) -> None:
+    assert RunMeta().reduced == {}
+    why = {"stacks": "workers lack daskprofile (ModuleNotFoundError: ...): no stack samples"}
+    run = Run({"id": "r4", "reduced": why})
+    assert run.meta.reduced == run.meta["reduced"] == why
+    assert "reduced" not in run.meta.extra
+    again = daskprofile.load(run.save(tmp_path / "r.npz"))
+    assert again.meta.reduced == why
+    assert Run.from_dict(run.to_dict()).meta.reduced == why
+    with pytest.raises(ValueError, match="'reduced'"):
+        RunMeta.from_dict({"reduced": ["stacks"]})
+    with pytest.raises(ValueError, match="'reduced'"):
+        RunMeta.from_dict({"reduced": {"stacks": 3}})
+    with pytest.raises(ValueError, match="'reduced'"):
+        run.meta["reduced"] = {1: "x"}
+    old = Run({"id": "r5"}).to_dict()  # a file of before the field: nothing reduced
+    del old["meta"]["reduced"]
+    assert Run.from_dict(old).meta.reduced == {}

@@ -2,9 +2,11 @@
 
 Who ran what, where and when (``id``, ``host``, ``pid``, ``wall0``, ``t0``, ``t1``), how it
 was recorded (``options``, ``schedulers``, ``computes``), what was lost (``dropped``,
-``errors``), what it is called (``title``, ``code``) and the cluster it ran on
-(``distributed``). Fields are checked when a run is made or loaded: a file with a field of
-the wrong type is refused with a ``ValueError`` naming the field, never half-read.
+``errors``), what was recorded in a reduced way and why (``reduced``, ``{part: why}``: e.g.
+the stacks and resources of cluster workers without daskprofile), what it is called
+(``title``, ``code``) and the cluster it ran on (``distributed``). Fields are checked when a
+run is made or loaded: a file with a field of the wrong type is refused with a
+``ValueError`` naming the field, never half-read.
 
 A RunMeta is also a mapping (``run.meta["dropped"]``, ``run.meta.get("t1")``), which is how
 users read it; keys that are not fields (written by a newer daskprofile, or by the user)
@@ -41,6 +43,8 @@ class RunMeta(MutableMapping[str, Any]):
     computes: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     errors: list[dict[str, str]] = field(default_factory=list)
+    #: parts recorded in a reduced way -> why and what is left (e.g. ``"stacks"``)
+    reduced: dict[str, str] = field(default_factory=dict)
     finished: bool = True
     auto: bool = False
     title: str | None = None
@@ -63,6 +67,7 @@ class RunMeta(MutableMapping[str, Any]):
         meta.schedulers = list(meta.schedulers)
         meta.errors = list(meta.errors)
         meta.dropped = {str(k): int(v) for k, v in meta.dropped.items()}
+        meta.reduced = dict(meta.reduced)
         return meta
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +119,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "computes": (int,),
     "dropped": (dict,),
     "errors": (list, tuple),
+    "reduced": (dict,),
     "finished": (bool,),
     "auto": (bool,),
     "title": (str, type(None)),
@@ -128,3 +134,9 @@ def _check(name: str, value: Any) -> None:
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         kinds = " or ".join(t.__name__ for t in allowed)
         raise ValueError(f"run metadata {name!r} must be {kinds}, got {value!r}")
+    if name == "reduced" and not _str_to_str(value):
+        raise ValueError(f"run metadata 'reduced' must map str to str, got {value!r}")
+
+
+def _str_to_str(mapping: Any) -> bool:
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())

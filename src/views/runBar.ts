@@ -1,7 +1,9 @@
 /**
  * The run bar under the panel header: a run list to switch runs, the run's summary
- * (wall time, tasks, groups, peak memory, mean CPU, dropped records), pause/resume and
- * export buttons. Exports arrive through the model and are saved as downloads.
+ * (wall time, tasks, groups, peak memory, mean CPU, dropped records), a warning line naming
+ * what was recorded in a reduced way (e.g. cluster workers without daskprofile),
+ * pause/resume and export buttons. Exports arrive through the model and are saved as
+ * downloads.
  */
 
 import {
@@ -10,7 +12,7 @@ import {
   formatDuration,
   formatPercent
 } from '../format';
-import { ChangeKind, ProfileModel, RunData } from '../model';
+import { ChangeKind, ProfileModel, reducedLine, RunData } from '../model';
 import { ExportFormat, IExportMessage } from '../protocol';
 
 /** Export buttons: format and label. */
@@ -82,8 +84,11 @@ export class RunBar {
       this._exportButtons.push(b);
     }
     this._summary.className = 'jp-DaskProfile-summary';
+    this._reduced.className = 'jp-DaskProfile-reduced jp-mod-warn';
+    this._reduced.style.color = 'var(--jp-warn-color0)';
+    this._reduced.hidden = true;
     this._message.className = 'jp-DaskProfile-message';
-    this.node.append(row, this._summary, exports, this._message);
+    this.node.append(row, this._summary, this._reduced, exports, this._message);
     model.changed.connect(this._onModel, this);
     model.exported.connect(this._onExported, this);
     this.render();
@@ -141,9 +146,15 @@ export class RunBar {
   private _renderSummary(run: RunData | null): void {
     if (!run) {
       this._summary.replaceChildren();
+      this._reduced.textContent = '';
+      this._reduced.hidden = true;
       return;
     }
     const s = run.summary();
+    const reduced = reducedLine(s.reduced);
+    this._reduced.textContent = reduced; // the kernel's words: text, never HTML
+    this._reduced.title = reduced;
+    this._reduced.hidden = reduced === '';
     const items: [string, string][] = [
       ['Wall', formatDuration(s.wallTime)],
       [
@@ -211,6 +222,7 @@ export class RunBar {
   private _select = document.createElement('select');
   private _pause = document.createElement('button');
   private _summary = document.createElement('div');
+  private _reduced = document.createElement('div');
   private _message = document.createElement('div');
   private _exportButtons: HTMLButtonElement[] = [];
 }

@@ -5,8 +5,9 @@ Everything here is light: it is imported on the scheduler and in every worker pr
 
 from __future__ import annotations
 
-#: version of the messages the plugins send to the client
-MESSAGE_VERSION = 1
+#: version of the messages the plugins send to the client (2: the scheduler's batches carry
+#: ``graphs`` and ``pending``, see :mod:`._scheduler`)
+MESSAGE_VERSION = 2
 
 #: worker label: ``"<address> thread <n>"`` (n counts the threads seen on that worker)
 WORKER_LABEL = "{address} thread {index}"

@@ -5,19 +5,33 @@ the previous batch is published with ``Scheduler.log_event`` on the run's topic,
 client subscribed to (``final`` returns the last one directly). Nothing here ever raises
 into the scheduler: the first error switches the plugin off and is sent in the next batch.
 
-The scheduler calls ``transition`` several times per task, each time with its own data
-structures in the CPU's caches; every dictionary of ours touched there would be a cache
-miss. So ``transition`` only notes what happened, in order, in one list: it returns at
-once for the states a task passes through on its way to running, and otherwise appends
-``(key, time)`` when a task becomes ``processing``, ``(key, finish, kwargs)`` when it
-leaves ``processing`` (the scheduler's own kwargs dict: worker, thread, ``startstops``,
-``nbytes``) and ``(key, start, finish, None)`` for the rest (released, forgotten, ...).
-``update_graph`` (once per graph of a recorded client) numbers the graph (its *compute*),
-reads each touched task's ``TaskGroup`` name and state (C-level ``map``), resolves group
-ids once per ``TaskGroup`` name and counts the graph's tasks per group. Each ``flush``
-applies the notes in order (per key: the submit time, the entry ``(compute, group id,
-...)`` shared by the keys of one graph and group, the bytes held), then turns the finished
-tasks into columns. At most ``max_pending`` notes are kept: more are applied at once.
+The per-task work is kept as small as the data allows (distributed's own
+``TaskStreamPlugin``, the measure, keeps each finished task's kwargs dict and nothing
+else; ``benchmarks/bench_distributed.py`` compares the two). The scheduler does much work
+of its own between two calls, so whatever dictionary of ours a call touches has left the
+CPU's caches: each call touches as little as it can, and the rest is done per batch, for
+all its tasks at once, by C-level ``map``/``zip``.
+
+* ``transition`` (about six calls per task) returns at once for the states a task passes
+  through on its way to running, checked first. Otherwise it keeps the time a task becomes
+  ``processing`` in a small dict (tasks processing only); when the task leaves
+  ``processing`` to ``memory`` or ``erred`` it reads what is needed of the kwargs (worker,
+  thread, the last ``compute`` start/stop of ``startstops``, ``nbytes`` or the error type)
+  while the scheduler still has them at hand, and appends that flat to a list (no tuple
+  kept for the garbage collector to follow). Other transitions (released, forgotten, ...)
+  are appended flat to a second list; none for tasks finished already, nor for bytes
+  released when the cache is not recorded (the keys of tasks forgotten are then pruned
+  from time to time). Each note carries the number of graphs seen so far: a key's entry
+  given by a later graph does not concern it.
+* ``update_graph`` (once per graph of a recorded client) numbers the graph (its
+  *compute*) and reads each touched task's group (from its ``TaskGroup`` name, resolved
+  once per name) and whether it has finished already, by C-level ``map``. The graph is
+  applied with the batch, before the transitions noted after it; a graph touching keys
+  seen before first applies what was noted until then.
+* ``flush`` applies the graphs (each key gets an entry ``[compute, group id, ...]`` shared
+  by the keys of one graph and group; the computes' counts) and the notes, in order (one
+  at a time only around a task that ran twice), then sends the batch. At most
+  ``max_pending`` notes wait: more are applied at once.
 
 Message (``src == "scheduler"``, version :data:`~._common.MESSAGE_VERSION`)::
 
@@ -55,8 +69,9 @@ import heapq
 import socket
 from collections import Counter
 from collections.abc import Hashable, Iterable
+from contextlib import suppress
 from itertools import compress, repeat
-from operator import attrgetter, is_, itemgetter, le
+from operator import attrgetter, gt, is_, is_not, itemgetter, le
 from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -84,16 +99,26 @@ _TASK_GROUP_NAME = attrgetter("group.name")
 _STATE = attrgetter("state")
 
 #: a task that left processing, noted flat (no tuple the garbage collector would follow):
-#: key, submit time, worker id, compute start, compute stop, nbytes (memory) | error type
-RAN = 6
-#: another transition, noted flat: key, start, finish, how many RAN notes came before it
-MOVED = 4
+#: key, submit time, worker, thread, compute start, compute stop, nbytes (memory) | error
+#: type, graphs numbered so far (an entry of a later graph is not of this run)
+RAN = 8
+#: another transition, noted flat: key, start, finish, how many RAN slots came before it,
+#: graphs numbered so far
+MOVED = 5
 
-# A key's entry: a tuple (compute, group id, next, shared) shared by the keys of one graph
-# and group. ``next`` is the entry that replaces it once the task has finished (None: it
-# has); ``shared``: earlier computes count the task too (``SchedulerProbe._also``).
+# A key's entry: a list [compute, group id, next, shared] shared by the keys of one graph
+# and group. ``next`` is the entry that replaces it once the task has finished (itself once
+# it has); ``shared``: earlier computes count the task too (``SchedulerProbe._also``).
 _COMPUTE, _GID, _NEXT, _SHARED = 0, 1, 2, 3
-Entry = tuple[Any, ...]
+Entry = list[Any]
+_COMPUTE_OF, _GID_OF, _NEXT_OF, _SHARED_OF = map(itemgetter, (_COMPUTE, _GID, _NEXT, _SHARED))
+
+
+def _entry(number: int, gid: int, shared: bool = False) -> tuple[Entry, Entry]:
+    """A graph's entry for the tasks of one group (to finish), and its finished one."""
+    done: Entry = [number, gid, None, False]
+    done[_NEXT] = done
+    return [number, gid, done, shared], done
 
 
 class SchedulerProbe(SchedulerPlugin):
@@ -117,8 +142,11 @@ class SchedulerProbe(SchedulerPlugin):
         cache: bool = True,
         flush: float = 0.2,
         max_pending: int = 500_000,
+        owner: str | None = None,
     ) -> None:
         self.topic = topic
+        #: the recording's client: when it leaves the scheduler, the plugins go too
+        self.owner = owner
         self.clients = None if clients is None else set(clients)
         self.record_tasks = tasks
         self.record_cache = cache
@@ -128,7 +156,7 @@ class SchedulerProbe(SchedulerPlugin):
 
     def __getstate__(self) -> dict[str, Any]:
         keep = ("topic", "clients", "record_tasks", "record_cache", "flush_interval")
-        return {k: self.__dict__[k] for k in (*keep, "max_pending")}
+        return {k: self.__dict__[k] for k in (*keep, "max_pending", "owner")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -142,12 +170,14 @@ class SchedulerProbe(SchedulerPlugin):
         self.seq = 0
         self.computes = 0
         self.dropped = 0
-        # noted by ``transition``, applied in order by ``_settle``
+        # noted by ``transition`` and ``update_graph``, applied in order by ``_settle``
         self._submit: dict[Hashable, float] = {}  # tasks processing: since when
         self._ran: list[Any] = []  # RAN slots per task
         self._moved: list[Any] = []  # MOVED slots per transition
         self._ran_max = RAN * self.max_pending
         self._moved_max = MOVED * self.max_pending
+        self._graphs_noted: list[tuple[Any, ...]] = []
+        self._keys_noted: set[Hashable] = set()  # their keys
         # per key
         self._compute_of: dict[Hashable, Entry] = {}  # of the graph that touched it last
         self._prune_at = PRUNE_MIN  # entries counted when forgotten keys are pruned
@@ -169,12 +199,27 @@ class SchedulerProbe(SchedulerPlugin):
         self._occupancy: list[int] = []  # bytes held per group id
         self._occupancy_sent: list[int] = []
         self._callback: PeriodicCallback | None = None
+        self._removal: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ scheduler hooks
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
         self._callback = PeriodicCallback(self._tick, self.flush_interval * 1000)
         self._callback.start()
+
+    def remove_client(self, scheduler: Any, client: str) -> None:
+        """The recording's client left without removing the plugins (its process died, or
+        it was closed from an event loop): remove them and the topic, so nothing stays."""
+        if self.owner is None or client != self.owner or self._removal is not None:
+            return
+        self.off = True
+        self._stop_callback()
+        try:
+            self._removal = asyncio.get_running_loop().create_task(
+                remove_probe(scheduler, self.topic)
+            )
+        except Exception as exc:
+            self._fail(exc)
 
     async def close(self) -> None:
         self._stop_callback()
@@ -194,8 +239,7 @@ class SchedulerProbe(SchedulerPlugin):
         if self.off or (self.clients is not None and client not in self.clients):
             return
         try:
-            self._settle()  # what happened before this graph first
-            self._graph(scheduler, str(client), tasks, keys)
+            self._note_graph(scheduler, str(client), tasks, keys)
         except Exception as exc:
             self._fail(exc)
 
@@ -214,73 +258,96 @@ class SchedulerProbe(SchedulerPlugin):
                 else:
                     return  # released: it runs again later, or is forgotten
                 # what is needed of the kwargs, read while the CPU has them at hand
-                ident = (kw.get("worker"), kw.get("thread"))
-                wid = self._workers.get(ident)
-                if wid is None:
-                    wid = self._worker_id(*ident)
                 try:
                     last = kw["startstops"][-1]
                     if last["action"] == "compute":
                         begin, end = last["start"], last["stop"]
                     else:
                         begin, end = _compute_span(kw["startstops"])
-                except (KeyError, IndexError, TypeError):
-                    begin = end = None  # no startstops (erred where no worker ran it)
+                    worker, thread = kw["worker"], kw["thread"]
+                except (KeyError, IndexError, TypeError):  # erred where no worker ran it
+                    begin, end = _compute_span(kw.get("startstops"))
+                    worker, thread = kw.get("worker"), kw.get("thread")
                 ran = self._ran
-                ran.extend((key, submit, wid, begin, end, extra))
+                ran.extend((key, submit, worker, thread, begin, end, extra, self.computes))
                 if len(ran) >= self._ran_max:
                     self._settle()
             elif start == "erred" or (start == "memory" and not self.record_cache):
                 return  # finished already; entries of keys forgotten are pruned later
             else:
-                if start == "released" and finish == "forgotten":
-                    self._submit.pop(key, None)  # perhaps processing (passing through released)
+                if start == "released":  # perhaps from processing, passing through released
+                    self._submit.pop(key, None)
                 moved = self._moved
-                moved.extend((key, start, finish, len(self._ran)))
+                moved.extend((key, start, finish, len(self._ran), self.computes))
                 if len(moved) >= self._moved_max:
                     self._settle()
         except Exception as exc:
             self._fail(exc)
 
     # ------------------------------------------------------------ graphs
-    def _graph(self, scheduler: Any, client: str, tasks: list[Hashable], keys: Any) -> None:
-        """Number a graph, give its keys their entries, count its tasks."""
-        self.computes += 1
-        number = self.computes
+    def _note_graph(self, scheduler: Any, client: str, tasks: list[Hashable], keys: Any) -> None:
+        """Number a graph and read what its tasks are now (group, finished or not); the rest
+        waits for the next ``_settle``, which applies graphs before the transitions noted
+        after them."""
         states = list(map(scheduler.tasks.get, tasks))
         if None in states:  # not expected: touched tasks are in the scheduler's state
             tasks = list(compress(tasks, states))
             states = list(filter(None, states))
-        names = list(map(_TASK_GROUP_NAME, states))
-        per_name = Counter(names)
-        gid_of = self._task_group_ids(per_name, names, states)
+        gids = self._group_ids(states)
         finished = list(map(_DONE.__contains__, map(_STATE, states)))
-        self._entries(number, tasks, names, finished, gid_of)
-        totals: dict[int, int] = {}
-        for name, n in per_name.items():
-            gid = gid_of[name]
-            totals[gid] = totals.get(gid, 0) + n
-        self._graphs.append(
-            {
-                "compute": number,
-                "client": client,
-                "keys": _graph_keys(keys),
-                "totals": [[gid, totals[gid]] for gid in sorted(totals)],
-            }
-        )
+        fresh = self._compute_of.keys().isdisjoint(tasks) and self._keys_noted.isdisjoint(tasks)
+        if not fresh and (self._ran or self._moved or self._graphs_noted):
+            self._settle()  # keys seen before: what happened to them first
+        self.computes += 1
+        done = finished if any(finished) else None
+        self._graphs_noted.append((self.computes, client, tasks, gids, done, keys, fresh))
+        self._keys_noted.update(tasks)
+        if len(self._graphs_noted) >= self.max_pending:
+            self._settle()
 
-    def _task_group_ids(
-        self, per_name: Counter[str], names: list[str], states: list[Any]
-    ) -> dict[str, int]:
-        """Group id of each TaskGroup name (memoised; fused tasks named after layers)."""
+    def _group_ids(self, states: list[Any]) -> int | list[int]:
+        """Group id of each task (one int when they share a ``TaskGroup``: submit, map, a
+        layer), memoised per ``TaskGroup`` name (fused tasks are named after their layers)."""
+        names = list(map(_TASK_GROUP_NAME, states))
         by_task_group = self._by_task_group
-        new = per_name.keys() - by_task_group.keys()
+        if names and names.count(names[0]) == len(names):
+            gid = by_task_group.get(names[0])
+            if gid is None:
+                gid = by_task_group[names[0]] = self._task_group_id(states[0])
+            return gid
+        new = set(names) - by_task_group.keys()
         if new:
             example = dict(zip(names, states, strict=True))  # one task of each name
             for name in new:
-                ts = example[name]
-                by_task_group[name] = self._group_id(ts.key, getattr(ts, "run_spec", None))
-        return {name: by_task_group[name] for name in per_name}
+                by_task_group[name] = self._task_group_id(example[name])
+        return list(map(by_task_group.__getitem__, names))
+
+    def _task_group_id(self, ts: Any) -> int:
+        return self._group_id(ts.key, getattr(ts, "run_spec", None))
+
+    def _apply_graphs(self) -> None:
+        noted, self._graphs_noted = self._graphs_noted, []
+        self._keys_noted = set()
+        for graph in noted:
+            self._graph(graph)
+
+    def _graph(self, graph: tuple[Any, ...]) -> None:
+        """A graph noted: its keys get its entries, its tasks are counted and described."""
+        number, client, tasks, gids, finished, keys, fresh = graph
+        if type(gids) is int and finished is None and fresh:  # one group, all to run
+            self._compute_of.update(zip(tasks, repeat(_entry(number, gids)[0])))
+            self._left[number] = len(tasks)
+            self._left_changed.add(number)
+            totals = [[gids, len(tasks)]]
+        else:
+            self._entries(number, tasks, gids, finished)
+            if type(gids) is int:
+                totals = [[gids, len(tasks)]]
+            else:
+                totals = [[gid, n] for gid, n in sorted(Counter(gids).items())]
+        self._graphs.append(
+            {"compute": number, "client": client, "keys": _graph_keys(keys), "totals": totals}
+        )
 
     def _group_id(self, key: Hashable, run_spec: Any = None) -> int:
         gid = self._groups.index(key, run_spec)
@@ -294,31 +361,36 @@ class SchedulerProbe(SchedulerPlugin):
         self,
         number: int,
         tasks: list[Hashable],
-        names: list[str],
-        finished: list[bool],
-        gid_of: dict[str, int],
+        gids: int | list[int],
+        finished: list[bool] | None,
     ) -> None:
         """The graph's keys get its entries (C-level); its unfinished tasks are counted."""
-        gids = set(gid_of.values())
-        done_of = {gid: (number, gid, None, False) for gid in gids}
+        per_task: list[int] = []
+        if isinstance(gids, int):
+            single, distinct = gids, {gids}
+        else:
+            single, per_task, distinct = -1, gids, set(gids)
+        pairs = {gid: _entry(number, gid) for gid in distinct}
+        entry_of = {gid: pair[0] for gid, pair in pairs.items()}
+        done_of = {gid: pair[1] for gid, pair in pairs.items()}
         compute_of = self._compute_of
-        done_keys = list(compress(tasks, finished)) if any(finished) else []
+        finished = finished or []
+        done_keys = list(compress(tasks, finished))
         shared = compute_of.keys() & tasks
         if shared:
             shared.difference_update(done_keys)
             shared = self._count_for_earlier(shared)
-        entry_of: dict[str, Entry] = {
-            name: (number, gid, done_of[gid], False) for name, gid in gid_of.items()
-        }
-        compute_of.update(zip(tasks, map(entry_of.__getitem__, names), strict=True))
+        if per_task:
+            compute_of.update(zip(tasks, map(entry_of.__getitem__, per_task), strict=True))
+        else:
+            compute_of.update(zip(tasks, repeat(entry_of[single])))
         if done_keys:
-            entry_of = {name: done_of[gid] for name, gid in gid_of.items()}
-            done_names = compress(names, finished)
-            compute_of.update(zip(done_keys, map(entry_of.__getitem__, done_names), strict=True))
+            done_gids = compress(per_task, finished) if per_task else repeat(single)
+            compute_of.update(zip(done_keys, map(done_of.__getitem__, done_gids), strict=False))
             for key in self._also.keys() & done_keys:
                 del self._also[key]
         if shared:
-            shared_of = {gid: (number, gid, done_of[gid], True) for gid in gids}
+            shared_of = {gid: [number, gid, done, True] for gid, done in done_of.items()}
             for key in shared:
                 compute_of[key] = shared_of[compute_of[key][_GID]]
         self._left[number] = len(tasks) - len(done_keys)
@@ -331,7 +403,7 @@ class SchedulerProbe(SchedulerPlugin):
         shared = set()
         for key in keys:
             entry = compute_of[key]
-            if entry[_NEXT] is not None and entry[_COMPUTE] in left:
+            if entry[_NEXT] is not entry and entry[_COMPUTE] in left:
                 also.setdefault(key, []).append(entry[_COMPUTE])
                 shared.add(key)
         return shared
@@ -341,45 +413,45 @@ class SchedulerProbe(SchedulerPlugin):
         """Apply the notes of ``transition``, in order: a move after the tasks that left
         processing before it. Mostly by C-level ``map``/``zip`` over all of them at once;
         one at a time only around a task noted again after a move of it (it ran twice)."""
+        if self._graphs_noted:
+            self._apply_graphs()
         ran, moved = self._ran, self._moved
         if not (ran or moved):
             return
         self._ran, self._moved = [], []
         keys = ran[0::RAN]
-        last_note = dict(zip(keys, range(len(keys)), strict=True))
+        last_note = dict(zip(keys, range(0, len(ran), RAN), strict=True))  # key -> its slot
         in_order = len(last_note) < len(keys) or any(
             map(le, moved[3::MOVED], map(last_note.get, moved[0::MOVED], repeat(-1)))
         )
         if not in_order:
-            self._finished(ran)
-            for key, start, finish, _ in zip(*[iter(moved)] * MOVED, strict=True):
-                self._moved_one(key, start, finish)
+            if ran:
+                self._finished(ran, keys, 0, len(keys))
+            if moved:
+                self._moved_all(moved)
             return
-        done = 0
-        for key, start, finish, before in zip(*[iter(moved)] * MOVED, strict=True):
-            for i in range(done, before):
-                self._finished(ran[i * RAN : (i + 1) * RAN])
-            done = max(done, before)
-            self._moved_one(key, start, finish)
+        done = 0  # notes of ``ran`` applied
+        for key, start, finish, before, seen in zip(*[iter(moved)] * MOVED, strict=True):
+            for i in range(done, before // RAN):
+                self._finished(ran, keys, i, i + 1)
+            done = max(done, before // RAN)
+            self._moved_one(key, start, finish, seen)
         for i in range(done, len(keys)):
-            self._finished(ran[i * RAN : (i + 1) * RAN])
+            self._finished(ran, keys, i, i + 1)
 
-    def _finished(self, ran: list[Any]) -> None:
-        """Tasks that left processing to memory or erred (RAN notes, each task once):
-        their rows, their computes' counts, the bytes they hold."""
-        keys = ran[0::RAN]
-        found = list(map(self._compute_of.get, keys))
-        if None in found:  # of no recorded graph (or, recording every client, of none seen)
-            ran, keys, entries = self._recorded_only(ran, keys, found)
+    def _finished(self, ran: list[Any], keys: list[Any], first: int, stop: int) -> None:
+        """Tasks that left processing to memory or erred (the RAN notes ``first`` to
+        ``stop`` of ``ran``, keys ``keys``; each task once): their rows, their computes'
+        counts, the bytes they hold."""
+        if first or stop < len(keys):
+            ran, keys = ran[first * RAN : stop * RAN], keys[first:stop]
+        entries: list[Any] = list(map(self._compute_of.get, keys))
+        if _stale(entries, ran[7::RAN]):
+            ran, keys, entries = self._recorded_only(ran, keys, entries)
             if not keys:
                 return
-        else:
-            entries = found  # type: ignore[assignment]
-        ids = list(map(id, entries))
-        distinct = dict(zip(ids, entries, strict=True))
-        if any(e[_NEXT] is not None for e in distinct.values()):
-            self._first_finish(keys, ids, distinct)
-        extras = ran[5::RAN]
+        self._first_finish(keys, entries)
+        extras = ran[6::RAN]
         kinds = set(map(type, extras))
         if str in kinds:  # erred ones: an error type instead of bytes
             errors = [x if type(x) is str else None for x in extras]
@@ -388,7 +460,7 @@ class SchedulerProbe(SchedulerPlugin):
             errors = [None] * len(keys)
             sizes = extras if kinds == {int} else [x if type(x) is int else 0 for x in extras]
         if self.record_cache:
-            self._store(keys, ids, distinct, sizes, errors if str in kinds else None)
+            self._store(keys, entries, sizes, errors if str in kinds else None)
         if self.record_tasks:
             self._rows(keys, entries, ran, errors)
 
@@ -396,59 +468,89 @@ class SchedulerProbe(SchedulerPlugin):
         self, ran: list[Any], keys: list[Any], found: list[Entry | None]
     ) -> tuple[list[Any], list[Any], list[Entry]]:
         """The notes of tasks of recorded graphs (recording every client: also of graphs
-        not seen, as compute 0)."""
+        not seen, as compute 0); not those of an entry given after the task ran (the key
+        ran for a client not recorded, then a recorded graph took it up)."""
         kept: list[Any] = []
         kept_keys: list[Any] = []
         entries: list[Entry] = []
-        for i, (key, seen) in enumerate(zip(keys, found, strict=True)):
-            entry = seen if seen is not None else self._unseen(key)
-            if entry is None:
+        for i, (key, known, seen) in enumerate(zip(keys, found, ran[7::RAN], strict=True)):
+            entry = known if known is not None else self._unseen(key)
+            if entry is None or entry[_COMPUTE] > seen:
                 continue
             kept += ran[i * RAN : (i + 1) * RAN]
             kept_keys.append(key)
             entries.append(entry)
         return kept, kept_keys, entries
 
-    def _first_finish(self, keys: list[Any], ids: list[int], distinct: dict[int, Entry]) -> None:
-        """Entries of tasks finished for the first time give way; their computes count them."""
-        after = {i: e if e[_NEXT] is None else e[_NEXT] for i, e in distinct.items()}
-        self._compute_of.update(zip(keys, map(after.__getitem__, ids), strict=True))
+    def _first_finish(self, keys: list[Any], entries: list[Entry], gone: bool = False) -> None:
+        """The tasks that finished for the first time: their entries give way to finished
+        ones (unless ``gone``: the keys were forgotten); their computes count them off."""
+        nexts = list(map(_NEXT_OF, entries))
+        first = list(map(is_not, nexts, entries))
+        if not any(first):
+            return
+        if not gone:
+            self._compute_of.update(zip(keys, nexts, strict=True))
+        opened = list(compress(entries, first))
         left, changed = self._left, self._left_changed
-        for i, n in Counter(ids).items():
-            entry = distinct[i]
-            if entry[_NEXT] is None:
-                continue
-            number = entry[_COMPUTE]
+        for number, n in Counter(map(_COMPUTE_OF, opened)).items():
             if number in left:
                 left[number] -= n
                 changed.add(number)
-            if entry[_SHARED]:
-                for key in compress(keys, map(i.__eq__, ids)):
+        if any(map(_SHARED_OF, opened)):
+            for key, entry in zip(compress(keys, first), opened, strict=True):
+                if entry[_SHARED]:
                     self._count_also(key)
 
+    def _moved_all(self, moved: list[Any]) -> None:
+        """MOVED notes: by C-level ``map`` per kind of move, unless a key moved twice."""
+        keys = moved[0::MOVED]
+        if len(set(keys)) < len(keys):
+            for key, start, finish, _, seen in zip(*[iter(moved)] * MOVED, strict=True):
+                self._moved_one(key, start, finish, seen)
+            return
+        kinds = list(zip(moved[1::MOVED], moved[2::MOVED], strict=True))
+        seen = moved[4::MOVED]
+        for kind in set(kinds):
+            if len(kinds) > 1:
+                pick = list(map(kind.__eq__, kinds))
+                self._moved_many(list(compress(keys, pick)), *kind, list(compress(seen, pick)))
+            else:
+                self._moved_many(keys, *kind, seen)
+
+    def _moved_many(self, keys: list[Any], start: str, finish: str, seen: list[int]) -> None:
+        """Keys (each once) moved from ``start`` to ``finish`` outside processing; ``seen``:
+        graphs numbered when each moved (an entry of a later graph is not concerned)."""
+        compute_of = self._compute_of
+        entries: list[Any] = list(map(compute_of.get, keys))
+        if _stale(entries, seen):
+            keep = [e is not None and e[_COMPUTE] <= s for e, s in zip(entries, seen, strict=True)]
+            keys, entries = list(compress(keys, keep)), list(compress(entries, keep))
+            if not keys:
+                return
+        gone = finish == "forgotten"
+        if gone:
+            list(map(compute_of.pop, keys))
+        if start == "memory" and self.record_cache:
+            sizes = list(map(self._held.pop, keys, repeat(0)))
+            occupancy = self._occupancy
+            for gid, size in _sums(entries, sizes).items():
+                occupancy[gid] -= size
+        # released or forgotten before it ran, erred with a dependency, in memory
+        self._first_finish(keys, entries, gone)
+
     def _store(
-        self,
-        keys: list[Any],
-        ids: list[int],
-        distinct: dict[int, Entry],
-        sizes: list[int],
-        errors: list[Any] | None,
+        self, keys: list[Any], entries: list[Entry], sizes: list[int], errors: list[Any] | None
     ) -> None:
         """Bytes of the tasks now in memory, per key and per group."""
         if errors is not None:
             ok = list(map(is_, errors, repeat(None)))
-            keys, ids, sizes = (
-                list(compress(keys, ok)),
-                list(compress(ids, ok)),
-                list(compress(sizes, ok)),
-            )
+            keys, entries = list(compress(keys, ok)), list(compress(entries, ok))
+            sizes = list(compress(sizes, ok))
         self._held.update(zip(keys, sizes, strict=True))
         occupancy = self._occupancy
-        if len(distinct) == 1:
-            occupancy[next(iter(distinct.values()))[_GID]] += sum(sizes)
-            return
-        for i, entry in distinct.items():
-            occupancy[entry[_GID]] += sum(compress(sizes, map(i.__eq__, ids)))
+        for gid, size in _sums(entries, sizes).items():
+            occupancy[gid] += size
 
     def _rows(
         self, keys: list[Any], entries: list[Entry], ran: list[Any], errors: list[Any]
@@ -467,49 +569,50 @@ class SchedulerProbe(SchedulerPlugin):
                 errors[:room],
                 ran[: room * RAN],
             )
-        submits, begins, ends = ran[1::RAN], ran[3::RAN], ran[4::RAN]
+        submits, begins = ran[1::RAN], ran[4::RAN]
         if None in submits or None in begins:  # processing before recording began; no span
             self._rows_one_by_one(keys, entries, ran, errors)
             return
+        idents = list(zip(ran[2::RAN], ran[3::RAN], strict=True))
+        wids = list(map(self._workers.get, idents))
+        if None in wids:
+            wids = [self._worker_id(*ident) for ident in idents]
         columns["key"] += keys
-        columns["group"] += map(itemgetter(_GID), entries)
-        columns["worker"] += ran[2::RAN]
+        columns["group"] += map(_GID_OF, entries)
+        columns["worker"] += wids
         columns["submit"] += submits
         columns["start"] += begins
-        columns["stop"] += ends
+        columns["stop"] += ran[5::RAN]
         columns["error"] += errors
-        columns["compute"] += map(itemgetter(_COMPUTE), entries)
+        columns["compute"] += map(_COMPUTE_OF, entries)
 
     def _rows_one_by_one(
         self, keys: list[Any], entries: list[Entry], ran: list[Any], errors: list[Any]
     ) -> None:
         columns = self._columns
         for i, (key, entry, error) in enumerate(zip(keys, entries, errors, strict=True)):
-            _, submit, wid, begin, end, _ = ran[i * RAN : (i + 1) * RAN]
+            _, submit, worker, thread, begin, end, _, _ = ran[i * RAN : (i + 1) * RAN]
             if submit is None:
                 continue  # no row: already processing when recording began
             if begin is None:
                 begin = end = submit
-            for field, value in zip(
-                TASK_FIELDS,
-                (key, entry[_GID], wid, submit, begin, end, error, entry[_COMPUTE]),
-                strict=True,
-            ):
+            row = (key, entry[_GID], self._worker_id(worker, thread), submit, begin, end)
+            for field, value in zip(TASK_FIELDS, (*row, error, entry[_COMPUTE]), strict=True):
                 columns[field].append(value)
 
-    def _moved_one(self, key: Hashable, start: str, finish: str) -> None:
-        """Any other transition: bytes released, tasks finished without running here."""
-        if finish == "forgotten":
-            entry = self._compute_of.pop(key, None)
-        else:
-            entry = self._compute_of.get(key)
-        if entry is None:
+    def _moved_one(self, key: Hashable, start: str, finish: str, seen: int) -> None:
+        """Any other transition: bytes released, tasks finished without running here;
+        ``seen``: graphs numbered when it moved (an entry of a later graph is not concerned)."""
+        entry = self._compute_of.get(key)
+        if entry is None or entry[_COMPUTE] > seen:
             return
+        if finish == "forgotten":
+            del self._compute_of[key]
         if start == "memory" and self.record_cache:
             size = self._held.pop(key, None)
             if size:
                 self._occupancy[entry[_GID]] -= size
-        if entry[_NEXT] is not None:
+        if entry[_NEXT] is not entry:
             # released or forgotten before it ran, erred with a dependency, in memory
             if finish != "forgotten":
                 self._compute_of[key] = entry[_NEXT]
@@ -539,7 +642,7 @@ class SchedulerProbe(SchedulerPlugin):
             gid = self._group_id(key, getattr(ts, "run_spec", None))
             if name is not None:
                 self._by_task_group[name] = gid
-        entry = self._compute_of[key] = (0, gid, None, False)
+        entry = self._compute_of[key] = _entry(0, gid)[1]
         return entry
 
     def _worker_id(self, address: Any, thread: Any) -> int:
@@ -659,7 +762,11 @@ class SchedulerProbe(SchedulerPlugin):
     def final(self) -> dict[str, Any] | None:
         """Stop recording and return the last batch (to the client, not through the log)."""
         self._stop_callback()
-        msg = self.batch()
+        try:
+            msg = self.batch()
+        except Exception as exc:
+            self._fail(exc)
+            msg = self.batch()  # the error, at least
         if msg is not None:
             msg["final"] = True
         self._switch_off()
@@ -680,11 +787,28 @@ class SchedulerProbe(SchedulerPlugin):
         self.off = True
         self.__dict__["transition"] = _ignore  # found before the method
         self._submit, self._ran, self._moved = {}, [], []
+        self._graphs_noted, self._keys_noted = [], set()
         self._compute_of, self._held, self._also = {}, {}, {}
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
     """``transition`` of a probe switched off."""
+
+
+def _stale(entries: list[Any], seen: list[int]) -> bool:
+    """Whether a key has no entry, or one of a graph numbered after its note was taken."""
+    return None in entries or any(map(gt, map(_COMPUTE_OF, entries), seen))
+
+
+def _sums(entries: list[Entry], values: list[int]) -> dict[int, int]:
+    """Sum of ``values`` per group id (of each value's entry)."""
+    gids = list(map(_GID_OF, entries))
+    if not gids or gids.count(gids[0]) == len(gids):
+        return {gids[0]: sum(values)} if gids else {}
+    out: dict[int, int] = {}
+    for gid, value in zip(gids, values, strict=True):
+        out[gid] = out.get(gid, 0) + value
+    return out
 
 
 def _labels(keys: list[Any]) -> list[str]:
@@ -697,7 +821,9 @@ def _labels(keys: list[Any]) -> list[str]:
 def _graph_keys(keys: Any) -> list[str]:
     """Labels of the (up to) ``GRAPH_KEYS`` smallest requested keys, sorted."""
     keys = list(keys or ())
-    labels = keys if set(map(type, keys)) <= {str} else map(key_label, keys)
+    labels = keys if set(map(type, keys)) <= {str} else list(map(key_label, keys))
+    if len(labels) <= GRAPH_KEYS:
+        return sorted(labels)
     return heapq.nsmallest(GRAPH_KEYS, labels)
 
 
@@ -710,6 +836,19 @@ def _compute_span(startstops: Any) -> tuple[Any, Any]:
 
 
 # ---------------------------------------------------------------- run_on_scheduler helpers
+async def remove_probe(scheduler: Any, name: str) -> None:
+    """Remove the scheduler plugin ``name``, the worker plugin of that name and its topic."""
+    if name in getattr(scheduler, "worker_plugins", {}):
+        with suppress(Exception):  # removed meanwhile
+            await scheduler.unregister_worker_plugin(comm=None, name=name)
+    if name in scheduler.plugins:
+        with suppress(ValueError):
+            scheduler.remove_plugin(name=name)
+    topics = getattr(getattr(scheduler, "_broker", None), "_topics", None)
+    if isinstance(topics, dict):
+        topics.pop(name, None)
+
+
 def scheduler_clock() -> tuple[float, str]:
     """The scheduler's clock (``distributed.metrics.time``) and host name."""
     return time(), socket.gethostname()

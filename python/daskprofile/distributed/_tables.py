@@ -174,13 +174,21 @@ class CacheTable:
 
 
 class ProcessResources:
-    """Resource samples of one worker process (CPU % and RSS of it and its children)."""
+    """Resource samples of one worker process (CPU % and RSS of it and its children).
 
-    def __init__(self, pid: int, host: str, max_records: int | None) -> None:
+    ``hold``: seconds each sample stands for in the cluster's totals (None: the default of
+    :func:`cluster_totals`); longer for sparse series, e.g. the scheduler's heartbeats of
+    workers without daskprofile, which come every 0.5 s to several seconds.
+    """
+
+    def __init__(
+        self, pid: int, host: str, max_records: int | None, hold: float | None = None
+    ) -> None:
         self.pid = pid
         self.host = host
         self.workers: list[str] = []
         self.columns = Columns(RESOURCE_SPEC, max_records)
+        self.hold = hold
 
     def extend(self, rows: dict[str, list[Any]], to_perf: float) -> None:
         n = len(rows["time"])
@@ -194,7 +202,11 @@ class ProcessResources:
                 self.columns.commit()
 
     def snapshot(self) -> dict[str, np.ndarray]:
-        return self.columns.snapshot()
+        """The samples; with a ``hold``, a ``hold`` column too (read by cluster_totals)."""
+        rows: dict[str, np.ndarray] = self.columns.snapshot()
+        if self.hold is not None:
+            rows["hold"] = np.full(len(rows["time"]), float(self.hold))
+        return rows
 
 
 def cluster_totals(
@@ -206,30 +218,32 @@ def cluster_totals(
     """Sum of per-process series on a common grid of step ``dt`` (the ``resources`` table).
 
     At each grid time a process contributes its latest sample, if it is at most
-    ``max(5 dt, 1 s)`` old (a busy worker's sampler thread can be late); ``processes`` sums
-    the processes counted by each contributing sample. The grid starts at ``origin`` (or
-    the first sample); with ``complete`` it ends where every process still reporting has
-    reported (what a live reader may send: those rows no longer change).
+    ``max(5 dt, 1 s)`` old (a busy worker's sampler thread can be late), or its ``hold``
+    column's seconds for a series that has one; ``processes`` sums the processes counted by
+    each contributing sample. The grid starts at ``origin`` (or the first sample); with
+    ``complete`` it ends where every process still reporting has reported (what a live
+    reader may send: those rows no longer change).
     """
     series = [s for s in series if len(s["time"])]
     if not series:
         return _empty_resources()
+    default = max(5 * dt, 1.0)
+    holds = [s["hold"] if "hold" in s else np.full(len(s["time"]), default) for s in series]
     first = min(float(s["time"][0]) for s in series)
     lo = first if origin is None else origin + np.ceil((first - origin) / dt) * dt
     lasts = [float(s["time"][-1]) for s in series]
     hi = max(lasts)
     if complete:
-        stale = max(5 * dt, 1.0)
-        hi = min(t for t in lasts if t >= hi - stale)
+        hi = min(t for t, h in zip(lasts, holds, strict=True) if t >= hi - float(h[-1]))
     grid = np.arange(lo, hi + dt / 2, dt)
     cpu = np.zeros(len(grid))
     memory = np.zeros(len(grid), np.int64)
     processes = np.zeros(len(grid), np.int32)
-    for s in series:
+    for s, hold in zip(series, holds, strict=True):
         t = s["time"]
         idx = np.searchsorted(t, grid + dt * 1e-6, side="right") - 1
         ok = idx >= 0
-        ok[ok] &= grid[ok] - t[idx[ok]] <= max(5 * dt, 1.0)
+        ok[ok] &= grid[ok] - t[idx[ok]] <= hold[idx[ok]]
         cpu[ok] += s["cpu"][idx[ok]]
         memory[ok] += s["memory"][idx[ok]].astype(np.int64)
         processes[ok] += s["processes"][idx[ok]].astype(np.int32)

@@ -14,30 +14,56 @@ loop thread. Times arrive in the scheduler's clock and are stored as this proces
 ``perf_counter`` seconds, like every local collector. The collector never raises into
 the computation: any failure warns once, is recorded in ``errors`` and switches the
 failing part off.
+
+Workers without daskprofile (an image without the package: the worker plugin cannot be
+unpickled there) or any other failure to register the worker plugin: the scheduler plugin
+stays (task rows, cache, graphs), whatever of the worker plugin got registered is removed,
+and the collector falls back to what the scheduler knows. Each worker's CPU and memory come
+from its heartbeats (polled with ``Scheduler.identity`` from the client's event loop every
+``max(dt, 0.5)`` s), stacks from distributed's own profiler (fetched at stop, all tasks in
+one group, :data:`ALL_TASKS`; nothing if it has no samples). :attr:`reduced` names what is
+reduced and why; one ``RuntimeWarning`` says so; the computation is never failed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 import socket
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
 import numpy as np
 
 from ..collectors.base import Collector
-from ..collectors.stacks import StackCollector
-from ..stacktree import Tree
+from ..collectors.stacks import PAYLOAD_VERSION, StackCollector
+from ..stacktree import FrameInfo, Tree
 from ._common import MESSAGE_VERSION, worker_address
 from ._scheduler import SchedulerProbe, finish_probe, forget_topic, scheduler_clock
 from ._tables import CacheTable, Lookup, ProcessResources, TaskTable, cluster_totals
 from ._worker import WorkerProbe, finish_worker
 
-__all__ = ["DistributedCollector", "active_client"]
+__all__ = ["ALL_TASKS", "DistributedCollector", "active_client"]
+
+#: the group of the stack samples of distributed's own profiler (workers without
+#: daskprofile): it does not say which task a sample belongs to
+ALL_TASKS = "(all tasks)"
+#: fewest seconds between two polls of the workers' heartbeats (workers of small clusters
+#: send one every 0.5 s)
+HEARTBEAT_POLL = 0.5
+#: seconds a heartbeat's sample stands for in the cluster's totals, at least (longer when
+#: heartbeats come further apart: large clusters send one every few seconds)
+HEARTBEAT_HOLD = 5.0
+#: seconds a poll of the heartbeats may take before it is skipped
+HEARTBEAT_TIMEOUT = 5.0
+#: longest wait for the client's event loop to answer at stop
+_WITHIN = {"callback_timeout": 20.0}
 
 
 def active_client() -> Any:
@@ -166,6 +192,7 @@ class DistributedCollector(Collector):
         self.clock_offset = 0.0  # scheduler clock - this process's time.time()
         self.to_perf = perf_counter() - time.time()
         self.started = False
+        self.scheduler_address: str | None = None  # (a closed client forgets it)
         self.registered: list[str] = []
         self.on_batch: Callable[[DistributedCollector], None] | None = None
         #: takes the scheduler's batches instead of this collector's own tables (a
@@ -174,6 +201,14 @@ class DistributedCollector(Collector):
         self._inbox = _InOrder(self._apply)
         self._warned = False
         self._subscribed = False
+        #: parts recorded in a reduced way -> why and what is left (workers without
+        #: daskprofile: ``"stacks"``, ``"resources"``); empty when nothing is reduced
+        self.reduced: dict[str, str] = {}
+        self._poller: asyncio.Task[None] | None = None  # heartbeat polling (event loop)
+        self._halt: asyncio.Event | None = None  # set: the poller ends
+        self._last_seen: dict[str, float] = {}  # worker -> scheduler time of its heartbeat
+        self._since = 0.0  # when the plugins came (scheduler clock)
+        self._why = ""  # why the worker plugin is missing
 
     # ------------------------------------------------------------ errors
     @property
@@ -186,23 +221,27 @@ class DistributedCollector(Collector):
         """Stack samples lost (history cap, or batches that never arrived)."""
         return int(self.stacks.dropped) + self.missing_batches
 
-    def _fail(self, what: str) -> None:
-        self.failed = True
+    def _fail(self, what: str, whole: bool = True) -> None:
+        """Record and warn (once); ``whole``: switch the collector off, else only the part
+        that failed (its caller stops it)."""
+        self.failed = self.failed or whole
         self.errors.append({"collector": self.name, "error": what})
         if not self._warned:
             self._warned = True
+            part = "distributed profiling" if whole else what.split(":", 1)[0]
             warnings.warn(
-                f"daskprofile: distributed profiling switched off ({what}); "
-                "the computation is not affected",
+                f"daskprofile: {part} switched off ({what}); the computation is not affected",
                 RuntimeWarning,
                 stacklevel=3,
             )
 
-    def _guard(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _guard(
+        self, what: str, fn: Callable[..., Any], *args: Any, whole: bool = True, **kwargs: Any
+    ) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            self._fail(f"{what}: {exc!r}")
+            self._fail(f"{what}: {exc!r}", whole)
             return None
 
     # ------------------------------------------------------------ lifecycle
@@ -220,6 +259,7 @@ class DistributedCollector(Collector):
             self._fail("asynchronous clients are not supported yet")
             return
         self.started = True
+        self.scheduler_address = getattr(getattr(client, "scheduler", None), "address", None)
         self.to_perf = perf_counter() - time.time()
         self._guard("subscribing", client.subscribe_topic, self.topic, self._on_event)
         self._subscribed = not self.failed
@@ -244,7 +284,12 @@ class DistributedCollector(Collector):
         client = self.client
         clients = None if o["all_clients"] else [client.id]
         probe = self.scheduler_probe(
-            self.topic, clients, tasks=o["tasks"], cache=o["cache"], flush=o["flush"]
+            self.topic,
+            clients,
+            tasks=o["tasks"],
+            cache=o["cache"],
+            flush=o["flush"],
+            owner=str(client.id),
         )
         self._guard("registering the scheduler plugin", client.register_plugin, probe, self.topic)
         if self.failed:
@@ -255,9 +300,130 @@ class DistributedCollector(Collector):
         settings = {k: o[k] for k in ("stacks", "resources", "dt", "interval", "cycle", "flush")}
         settings["switch_interval"] = o["switch_interval"]
         settings["client_host"] = socket.gethostname()
-        worker = self.worker_probe(self.topic, settings)
+        self._since = time.time() + self.clock_offset
         self.registered.append("worker")  # partly registered on failure: remove it too
-        self._guard("registering the worker plugin", client.register_plugin, worker, self.topic)
+        try:
+            client.register_plugin(self.worker_probe(self.topic, settings), self.topic)
+        except Exception as exc:  # distributed raises the first worker's error
+            self._without_worker_plugin(exc)
+
+    # ------------------------------------------------------------ workers without daskprofile
+    def _without_worker_plugin(self, exc: BaseException) -> None:
+        """The worker plugin could not be registered (workers without daskprofile, or its
+        setup failed): remove what of it got registered, fall back to what the scheduler
+        knows and say what is reduced."""
+        self.registered.remove("worker")
+        with contextlib.suppress(Exception):  # raises for workers that never had it
+            self.client.unregister_worker_plugin(self.topic)
+        what = _describe(exc)
+        missing = isinstance(exc, ImportError) or what.startswith(_IMPORT_ERRORS)
+        if missing and "daskprofile" in what:
+            why = f"workers lack daskprofile ({what})"
+        else:
+            why = f"the worker plugin could not be registered ({what})"
+        self._why = why
+        o = self.options
+        if o["stacks"]:
+            self.reduced["stacks"] = f"{why}: no stack samples"
+        if o["resources"]:
+            self.reduced["resources"] = f"{why}: CPU/memory from the scheduler's heartbeats"
+            sync = self.client.sync
+            self._guard("heartbeat resources", sync, self._start_heartbeats, whole=False)
+        warnings.warn(
+            f"daskprofile: {why}; recording {' and '.join(self.reduced)} in a reduced way "
+            "(tasks, cache and graphs as usual); the computation is not affected",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+    async def _start_heartbeats(self) -> None:
+        """Start polling the workers' heartbeats (in the client's event loop)."""
+        if self._poller is None:
+            self._halt = asyncio.Event()
+            self._poller = asyncio.ensure_future(self._poll_heartbeats(self._halt))
+
+    async def _stop_heartbeats(self, last: bool) -> None:
+        """Stop polling (in the event loop); ``last``: poll once more, then. A poll under way
+        is let finish within its timeout (see :func:`_within`)."""
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            if self._halt is not None:
+                self._halt.set()
+            done, _ = await asyncio.wait({poller}, timeout=HEARTBEAT_TIMEOUT + 1.0)
+            if not done:
+                poller.cancel()
+        if last:
+            await self._heartbeats_once()
+
+    async def _poll_heartbeats(self, halt: asyncio.Event) -> None:
+        period = max(float(self.options["dt"]), HEARTBEAT_POLL)
+        while not halt.is_set():
+            if not await self._heartbeats_once():
+                return  # switched off (its error is recorded)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(halt.wait(), period)
+
+    async def _heartbeats_once(self) -> bool:
+        """Append each worker's latest heartbeat metrics; never raises (False: give up)."""
+        client = self.client
+        try:
+            call = client.scheduler.identity(n_workers=-1)
+            self._apply_heartbeats(await _within(call, HEARTBEAT_TIMEOUT))
+        except asyncio.CancelledError:
+            raise
+        except asyncio.TimeoutError:
+            return True  # a busy scheduler: the next poll
+        except Exception as exc:
+            if getattr(client, "status", None) == "running":
+                self._fail(f"heartbeat resources: {exc!r}", whole=False)
+            return False
+        callback = self.on_batch
+        if callback is not None:
+            self._guard("batch callback", callback, self)
+        return True
+
+    def _apply_heartbeats(self, identity: Mapping[str, Any]) -> None:
+        """Each worker's CPU and memory of its latest heartbeat, stamped with the time the
+        scheduler received it (its clock), as one process's resource sample."""
+        for address, info in (identity.get("workers") or {}).items():
+            metrics = info.get("metrics") or {}
+            seen, cpu, memory = info.get("last_seen"), metrics.get("cpu"), metrics.get("memory")
+            if seen is None or cpu is None or memory is None:
+                continue
+            seen = float(seen)
+            previous = self._last_seen.get(address)
+            if previous is not None and seen <= previous:
+                continue  # no heartbeat since the previous poll
+            self._last_seen[address] = seen
+            known = self.workers.get(address, {})
+            proc = self.processes.get(address)
+            if proc is None:
+                host = str(info.get("host") or known.get("host") or "")
+                proc = ProcessResources(0, host, self.max_records, hold=HEARTBEAT_HOLD)
+                proc.workers = [address]
+                self.processes[address] = proc
+            elif previous is not None:  # a sample stands until the next heartbeat
+                proc.hold = min(max(proc.hold or 0.0, 3 * (seen - previous)), 60.0)
+            if not proc.pid and known.get("pid"):
+                proc.pid = int(known["pid"])
+            rows = {"time": [seen], "cpu": [float(cpu)], "memory": [memory], "processes": [1]}
+            proc.extend(rows, self.to_perf)
+
+    def _distributed_profile(self) -> None:
+        """distributed's own stack samples since the plugins came, as one group."""
+        since = self._since
+        now = time.time() + self.clock_offset
+        tree = self.client.profile(start=since, stop=now)
+        if not isinstance(tree, Mapping) or not tree.get("count"):
+            return  # its profiler is off (or nothing ran)
+        # one tree for the whole time, placed now: in the run a profile() block records
+        # (its history shows it in the last cycle), not in runs that ended earlier
+        payload = _profile_payload(tree, ALL_TASKS, perf_counter(), self.topic)
+        self.stacks.merge_remote(payload)
+        self.reduced["stacks"] = (
+            f"{self._why}: only the samples of distributed's profiler, every task in one "
+            f"group {ALL_TASKS!r}"
+        )
 
     def stop(self) -> None:
         """Collect the last batches, then remove the plugins and the event topic."""
@@ -270,6 +436,11 @@ class DistributedCollector(Collector):
 
     def _final_batches(self) -> None:
         client = self.client
+        if self._poller is not None:
+            last = self._stop_heartbeats
+            self._guard("heartbeat resources", client.sync, last, True, whole=False, **_WITHIN)
+        if "stacks" in self.reduced:
+            self._guard("distributed's profile", self._distributed_profile, whole=False)
         if "worker" in self.registered:
             finals = self._guard("worker drain", client.run, finish_worker, topic=self.topic)
             for msg in (finals or {}).values():
@@ -290,6 +461,11 @@ class DistributedCollector(Collector):
 
     def _cleanup(self) -> None:
         client = self.client
+        if self._poller is not None:  # (stopped already unless the drain was skipped)
+            poller = self._poller
+            with contextlib.suppress(Exception):  # a closed loop: the task went with it
+                client.loop.add_callback(poller.cancel)
+            self._poller = None
         if client is None or getattr(client, "status", None) != "running":
             return
         if self._subscribed:
@@ -355,6 +531,9 @@ class DistributedCollector(Collector):
         self.tasks.workers.extend(msg["workers"])
         for address, info in msg["worker_info"].items():
             self.workers.setdefault(address, {}).update(info)
+            proc = self.processes.get(address)  # a worker's heartbeats (no worker plugin)
+            if proc is not None and not proc.pid and info.get("pid"):
+                proc.pid = int(info["pid"])
         if self.router is not None:
             self.router.scheduler_batch(self, msg)
         else:
@@ -424,7 +603,9 @@ class DistributedCollector(Collector):
 
     def info(self, t0: float = 0.0) -> dict[str, Any]:
         """JSON-friendly description for ``run.meta.distributed`` (times: s since ``t0``)."""
-        scheduler = getattr(getattr(self.client, "scheduler", None), "address", None)
+        scheduler = self.scheduler_address or getattr(
+            getattr(self.client, "scheduler", None), "address", None
+        )
         processes = []
         for p in self.process_resources():
             processes.append(
@@ -447,6 +628,79 @@ class DistributedCollector(Collector):
             "missing_batches": self.missing_batches,
             "options": dict(self.options),
         }
+
+
+async def _within(call: Any, timeout: float) -> Any:
+    """``await call``, or ``asyncio.TimeoutError`` after ``timeout`` seconds. Unlike
+    ``asyncio.wait_for``, a call that times out is cancelled without waiting for it: a
+    cancelled call to the scheduler closes its connection first, which can take long."""
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_retrieved)  # left behind (timed out, or we were cancelled)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a task's outcome as seen (asyncio logs exceptions nobody retrieved)."""
+    if not task.cancelled():
+        task.exception()
+
+
+#: exceptions of an import that failed (as distributed may hand them back: their text)
+_IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+#: ``Name('text')`` of an exception distributed could not rebuild (sent back as Exception)
+_STAND_IN = re.compile(r"(\w+)\((['\"])(.*?)\2?\)?", re.S)
+
+
+def _describe(exc: BaseException) -> str:
+    """``"ModuleNotFoundError: No module named 'daskprofile'"``: the exception's type and text,
+    also when distributed hands a worker's exception back as a plain ``Exception`` holding
+    its repr."""
+    text = str(exc)
+    if type(exc) is Exception:
+        found = _STAND_IN.fullmatch(text)
+        return f"{found.group(1)}: {found.group(3)}" if found else text
+    return f"{type(exc).__name__}: {text}"
+
+
+def _profile_payload(tree: Mapping[str, Any], group: str, t: float, token: str) -> dict[str, Any]:
+    """A tree of distributed's profiler as the payload ``StackCollector.merge_remote`` reads:
+    its stacks (outermost frame first) with their own samples, at time ``t``, in ``group``."""
+    frames: dict[FrameInfo, int] = {}  # frame -> id (0 is the receiver's overflow marker)
+    stacks: list[tuple[tuple[int, ...], int]] = []
+    todo: list[tuple[Mapping[str, Any], tuple[int, ...]]] = [
+        (child, ()) for child in (tree.get("children") or {}).values()
+    ]
+    while todo:
+        node, outer = todo.pop()
+        info = _frame_info(node)
+        fid = frames.setdefault(info, len(frames) + 1)
+        stack = (*outer, fid)
+        children = list((node.get("children") or {}).values())
+        own = int(node.get("count") or 0) - sum(int(c.get("count") or 0) for c in children)
+        if own > 0:
+            stacks.append((stack, own))
+        todo.extend((child, stack) for child in children)
+    return {
+        "v": PAYLOAD_VERSION,
+        "proc": f"distributed-profile-{token}",
+        "pid": 0,
+        "frames": [(fid, *info) for info, fid in frames.items()],
+        "buckets": [(t, {group: stacks})] if stacks else [],
+        "threads": {},
+    }
+
+
+def _frame_info(node: Mapping[str, Any]) -> FrameInfo:
+    """The frame of one node of distributed's tree (identifier ``name;filename;first``)."""
+    desc = node.get("description") or {}
+    name, filename = str(desc.get("name", "?")), str(desc.get("filename", "?"))
+    line = int(desc.get("line_number") or 0)
+    first = str(node.get("identifier", "")).rsplit(";", 1)[-1]
+    return FrameInfo(filename, name, int(first) if first.isdigit() else line, line)
 
 
 def task_worker_address(label: str) -> str:

@@ -8,7 +8,9 @@ collectors of the run that submitted each graph: task rows into its
 stack sampler it was given, and tasks per group into its progress totals. The recording
 says where records go (:meth:`ClusterSource.expect`, a :class:`Target`); the source never
 calls back into it. Worker processes' resources stay here, one series per process, read
-through :meth:`ClusterSource.processes`.
+through :meth:`ClusterSource.processes`. What a client's collector records in a reduced way
+(workers without daskprofile: ``DistributedCollector.reduced``) is copied into
+``run.meta.reduced`` of every run its graphs are recorded for.
 
 Routing: the watch (:mod:`.watch`) tells the recording of every graph before it leaves;
 the recording names its target with :meth:`ClusterSource.expect`. The scheduler plugin
@@ -97,6 +99,8 @@ class _Client:
         self.corrections: dict[str, float] = {}  # key -> correction, for rows to come
         #: worker address -> distributed's latest clock correction there (this host only)
         self.worker_delay: dict[str, float] = {}
+        #: targets told what this client's collector records in a reduced way
+        self.reduced_in: set[Target] = set()
 
 
 class ClusterSource:
@@ -174,6 +178,7 @@ class ClusterSource:
             entry.expected.append((signature(keys), target))
             target.waiting += 1
             _mark_distributed(target.run)
+            _tell_reduced(entry, target)
 
     def open(self, target: Target) -> None:
         """``target``'s run starts now: its resource series start with the next samples."""
@@ -190,6 +195,7 @@ class ClusterSource:
         """``target``'s run has finished: later rows of its graphs are not recorded."""
         with self.lock:
             for entry in self.clients.values():
+                entry.reduced_in.discard(target)
                 entry.expected = deque(e for e in entry.expected if e[1] is not target)
                 for number in [n for n, t in entry.owner.items() if t is target]:
                     del entry.owner[number]
@@ -239,15 +245,33 @@ class ClusterSource:
         with self.lock:
             entries = [e for e in self.clients.values() if e.live]
         for entry in entries:
+            self._stop_entry(entry, "the recording ended")
+
+    def client_closing(self, client: Any) -> None:
+        """``client.close()`` was called: take its last batches and remove its plugins now,
+        while it can still reach the cluster (see ``watch.add_close_listener``)."""
+        with self.lock:
+            entry = self.clients.get(str(getattr(client, "id", "")))
+        if entry is not None:
+            self._stop_entry(entry, "the client closed")
+
+    def _stop_entry(self, entry: _Client, why: str) -> None:
+        with self.lock:
+            if not entry.live:
+                return  # stopped already (by another thread)
             entry.live = False
-            collector = entry.collector
-            try:
-                collector.stop()  # (outside the lock: its last batches are routed meanwhile)
-            except Exception as exc:  # never fail the user's code
-                collector.errors.append({"collector": "distributed", "error": repr(exc)})
-            with self.lock:
-                self._keep_errors(collector)
-                _give_up(entry, "the recording ended")
+        collector = entry.collector
+        if getattr(collector.client, "status", None) != "running":
+            why = "the client was closed"  # its last batches and plugins are out of reach
+        try:
+            collector.stop()  # (outside the lock: its last batches are routed meanwhile)
+        except Exception as exc:  # never fail the user's code
+            collector.errors.append({"collector": "distributed", "error": repr(exc)})
+        with self.lock:
+            self._keep_errors(collector)
+            for target in list(entry.reduced_in):  # the final word (stacks at stop)
+                _tell_reduced(entry, target)
+            _give_up(entry, why)
 
     def clear(self) -> None:
         """Forget the stopped clients and what they recorded (call :meth:`stop` first)."""
@@ -275,6 +299,7 @@ class ClusterSource:
                 continue
             entry.owner[number] = target
             _mark_distributed(target.run)
+            _tell_reduced(entry, target)
             if announced is None:  # a graph nobody announced (another client, all_clients)
                 target.waiting += 1
             target.run.meta.computes += 1
@@ -339,7 +364,7 @@ class ClusterSource:
             compute=[int(rows["compute"][i]) for i in picked],
         )
         first = tasks.add_rows(remote)
-        if self.settings.resources or self.settings.stacks:  # a worker plugin sends them
+        if "worker" in entry.collector.registered:  # its worker plugin sends them
             for offset, (key, d) in enumerate(zip(keys, applied, strict=True)):
                 _remember(entry.awaiting, key, (tasks, first + offset, d))
 
@@ -448,6 +473,14 @@ def _mark_distributed(run: Run) -> None:
     schedulers = run.meta.schedulers
     if "distributed" not in schedulers:
         schedulers.append("distributed")
+
+
+def _tell_reduced(entry: _Client, target: Target) -> None:
+    """The target's run names what the client's collector records in a reduced way."""
+    reduced = entry.collector.reduced
+    if reduced and not target.run.finished:
+        target.run.meta.reduced.update(reduced)
+        entry.reduced_in.add(target)
 
 
 def _pop_or(table: dict[str, float], key: str, default: float) -> float:

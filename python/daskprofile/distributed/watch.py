@@ -18,7 +18,14 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Listener", "add_listener", "listening", "remove_listener"]
+__all__ = [
+    "Listener",
+    "add_close_listener",
+    "add_listener",
+    "listening",
+    "remove_close_listener",
+    "remove_listener",
+]
 
 #: ``listener(client, keys)``: ``keys`` the graph's output keys (an iterable; do not keep it)
 Listener = Callable[[Any, Iterable[Any]], None]
@@ -26,6 +33,8 @@ Listener = Callable[[Any, Iterable[Any]], None]
 _lock = threading.Lock()
 _listeners: list[Listener] = []
 _original: Any = None  # Client._graph_to_futures while patched
+_closing: list[Callable[[Any], None]] = []
+_original_close: Any = None  # Client.close while patched
 
 
 def add_listener(listener: Listener) -> None:
@@ -54,6 +63,71 @@ def remove_listener(listener: Listener) -> None:
 
         Client._graph_to_futures = _original  # type: ignore[method-assign]
         _original = None
+
+
+def add_close_listener(listener: Callable[[Any], None]) -> None:
+    """Call ``listener(client)`` when ``close()`` is called on a running synchronous client,
+    before it closes (patches ``Client.close`` on the first listener)."""
+    global _original_close
+    from distributed import Client
+
+    with _lock:
+        if listener in _closing:
+            return
+        _closing.append(listener)
+        if _original_close is None:
+            _original_close = Client.__dict__["close"]
+            Client.close = _wrap_close(_original_close)  # type: ignore[method-assign]
+
+
+def remove_close_listener(listener: Callable[[Any], None]) -> None:
+    """Stop calling ``listener``; the last one gone puts distributed's method back."""
+    global _original_close
+    with _lock:
+        if listener in _closing:
+            _closing.remove(listener)
+        if _closing or _original_close is None:
+            return
+        from distributed import Client
+
+        Client.close = _original_close  # type: ignore[method-assign]
+        _original_close = None
+
+
+def _wrap_close(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def close(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _can_block(self):
+            for listener in list(_closing):
+                try:
+                    listener(self)
+                except Exception as exc:  # the client closes whatever happens
+                    warnings.warn(
+                        f"daskprofile: a cluster recording raised {exc!r} as its client "
+                        "closed; the client is closed anyway",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+        return original(self, *args, **kwargs)
+
+    return close
+
+
+def _can_block(client: Any) -> bool:
+    """Whether round trips to the scheduler can be made before ``client`` closes: a running
+    synchronous client, not called from an event loop nor at interpreter exit."""
+    import asyncio
+    import sys
+
+    if getattr(client, "status", None) != "running" or getattr(client, "asynchronous", False):
+        return False
+    if sys.is_finalizing():
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False
 
 
 def listening() -> bool:

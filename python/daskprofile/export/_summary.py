@@ -173,7 +173,7 @@ def _slowest_html(arrays: TaskArrays) -> str:
 
 
 def _notes_html(run: RunLike) -> str:
-    """What the recorder dropped or switched off: never silent."""
+    """What the recorder dropped, switched off or recorded in a reduced way: never silent."""
     notes = []
     dropped = run.meta.dropped or {}
     if isinstance(dropped, dict):
@@ -185,6 +185,10 @@ def _notes_html(run: RunLike) -> str:
         if isinstance(err, dict):
             text = f"{err.get('collector', '?')}: {err.get('error', '')}"
             notes.append(f"Collector switched off: {escape(text)}")
+    reduced = getattr(run.meta, "reduced", None) or {}
+    if isinstance(reduced, dict):
+        for part, why in reduced.items():
+            notes.append(f"Reduced {escape(str(part))}: {escape(str(why))}")
     if run.meta.finished is False:
         notes.append("The run was still recording when this snapshot was taken.")
     return "".join(f'<p class="dp-note">{n}</p>' for n in notes)

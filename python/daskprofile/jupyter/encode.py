@@ -196,11 +196,20 @@ def run_end(
     summary: Mapping[str, Any],
     dropped_records: Mapping[str, int],
     errors: Sequence[Mapping[str, Any]],
+    reduced: Mapping[str, str] | None = None,
 ) -> Message:
-    """A run finished."""
-    return _msg(
-        "run_end", run=run, summary=dict(summary), dropped=dict(dropped_records), errors=errors
-    )
+    """A run finished. ``reduced`` (protocol 1.1, optional): the parts recorded in a reduced
+    way and why (``run.meta.reduced``, e.g. ``{"stacks": "workers lack daskprofile ..."}``);
+    sent only when there are some, so the message stays 1.0's otherwise."""
+    fields: dict[str, Any] = {
+        "run": run,
+        "summary": dict(summary),
+        "dropped": dict(dropped_records),
+        "errors": errors,
+    }
+    if reduced:
+        fields["reduced"] = {str(k): str(v) for k, v in reduced.items()}
+    return _msg("run_end", **fields)
 
 
 def dropped(run: str | None, messages: int, rows: int) -> Message:

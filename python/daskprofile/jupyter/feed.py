@@ -72,7 +72,7 @@ class Feed:
         """``run_end`` of a finished run."""
         meta = self.run.meta
         summary = self.run.summary()
-        return [encode.run_end(self.id, summary, meta.dropped, meta.errors)]
+        return [encode.run_end(self.id, summary, meta.dropped, meta.errors, meta.reduced)]
 
     def poll(self, final: bool = False, upto: _Positions | None = None) -> list[encode.Message]:
         """Messages for what was recorded since the last poll (``upto``: stop there)."""

@@ -156,7 +156,9 @@ class CellRecorder(Listener):
                 max_records=o.max_records,
             )
             self.cluster = module.ClusterSource(settings, self.samplers.stacks)
-        clusters.watch_module().add_listener(self._on_graph)
+        watch = clusters.watch_module()
+        watch.add_listener(self._on_graph)
+        watch.add_close_listener(self.cluster.client_closing)  # its last rows, its plugins
 
     def stop(self) -> None:
         """Undo :meth:`start`: the current runs end, nothing is left running."""
@@ -167,7 +169,9 @@ class CellRecorder(Listener):
         atexit.unregister(self.stop)
         self._cancel_hook()
         if self.cluster is not None:
-            clusters.watch_module().remove_listener(self._on_graph)
+            watch = clusters.watch_module()
+            watch.remove_listener(self._on_graph)
+            watch.remove_close_listener(self.cluster.client_closing)
         if self._ipython is not None:
             for name, cb in (
                 ("pre_run_cell", self._pre_run_cell),

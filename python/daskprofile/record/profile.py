@@ -110,6 +110,7 @@ class profile:
                 all_clients=self.all_clients,
             )
             source = self._cluster = module.ClusterSource(settings, recording.samplers.stacks)
+            clusters.watch_module().add_close_listener(source.client_closing)
             client = self.client if self.client is not None else module.active_client()
             if client is not None:
                 self._plug(source)
@@ -150,6 +151,7 @@ class profile:
             clusters.watch_module().remove_listener(watch)
         cluster, self._cluster = self._cluster, None
         if cluster is not None:
+            clusters.watch_module().remove_close_listener(cluster.client_closing)
             cluster.stop()  # the last batches, then the plugins go
         recording.finish()
         if cluster is not None:

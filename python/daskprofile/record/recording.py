@@ -150,7 +150,6 @@ class Recording:
         self.cluster: ClusterSource | None = None
         self.target: Target | None = None
         self._starters: list[threading.Thread] = []
-        self._slices: dict[str, int] = {}
         self._wire()
 
     # ------------------------------------------------------------ wiring
