@@ -30,3 +30,8 @@ def test_demo_notebook_runs_and_profiles_every_workload(tmp_path: Path) -> None:
     ]
     mean = float(next(line for line in describe.splitlines() if line.startswith("mean")).split()[1])
     assert 0.09 < mean < 0.13
+    # the cluster section: its run was recorded on both workers of the LocalCluster
+    counts = next(o for o in nb.cells[-2].outputs if o.output_type == "execute_result")["data"][
+        "text/plain"
+    ]
+    assert counts.count("tcp://127.0.0.1:") == 2, counts

@@ -317,8 +317,9 @@ class ResourceCollector:
             return
         # the first sample ran in the caller's thread: its cost counts as the sampler's
         self._carry = time.thread_time() - before
-        self._thread = threading.Thread(target=self._run, name="daskprofile-resources", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="daskprofile-resources", daemon=True)
+        thread.start()  # before it is published: a stop() from another thread joins a
+        self._thread = thread  # started thread, or finds none and the set event ends it
 
     def stop(self) -> None:
         """Stop sampling; returns within one sample's time (a few ms), whatever ``dt``."""
