@@ -51,6 +51,10 @@ def _tuple_suffix(key: tuple[Any, ...]) -> str:
     return rest[1:-2] + ")" if len(key) == 2 else rest[1:]
 
 
+_Times = tuple[Sequence[float], Sequence[float], Sequence[float]]
+_Ids = tuple[list[int], list[int], list[int] | None, list[int]]
+
+
 @dataclass
 class RemoteRows:
     """Task rows recorded elsewhere, column by column (:meth:`TaskCollector.add_rows`)."""
@@ -201,11 +205,22 @@ class TaskCollector(Collector):
             if any(batch.error)
             else None
         )
-        start = np.array(batch.start, dtype=np.float64)
-        wait = (start - np.array(batch.submit, dtype=np.float64)).astype(np.float32)
-        duration = (np.array(batch.stop, dtype=np.float64) - start).astype(np.float32)
+        ids = (wids, nids, errors, [compute.id] * n)
+        self._append((batch.submit, batch.start, batch.stop), ids, (raw, lengths))
+
+    def _append(self, times: _Times, ids: _Ids, keys: tuple[bytes, np.ndarray]) -> int:
+        """Append rows: ``(submit, start, stop)`` perf_counter times; ``(worker, name, error,
+        compute)`` ids (errors None: none); the keys' suffix bytes and their lengths.
+        Returns the absolute index of the first row."""
+        wids, nids, errors, computes = ids
+        raw, lengths = keys
+        n = len(wids)
+        start = np.array(times[1], dtype=np.float64)
+        wait = (start - np.array(times[0], dtype=np.float64)).astype(np.float32)
+        duration = (np.array(times[2], dtype=np.float64) - start).astype(np.float32)
         cols, c = self.columns, self._cols
         with self.lock:
+            first = cols.n
             ends = np.cumsum(lengths) + np.uint64(self.text_base + len(self.text))
             self.text += raw
             c["start"].frombytes(start.tobytes())
@@ -218,10 +233,11 @@ class TaskCollector(Collector):
                 c["error"].frombytes(bytes(2 * n))
             else:
                 c["error"].extend(errors)
-            c["compute"].extend([compute.id] * n)
+            c["compute"].extend(computes)
             cols.n += n
             while cols.n - cols.first > cols.cap:
                 cols.make_room()
+        return first
 
     def add_rows(self, rows: RemoteRows) -> int:
         """Append task rows recorded elsewhere (a cluster's scheduler): keys as labels,
@@ -236,27 +252,10 @@ class TaskCollector(Collector):
             raws.append(suffix.encode())
         wids = [self._remote_worker_id(label) for label in rows.worker]
         errors = [0 if e is None else self._error_id(e) for e in rows.error]
-        start = np.asarray(rows.start, np.float64)
-        wait = (start - np.asarray(rows.submit, np.float64)).astype(np.float32)
-        duration = (np.asarray(rows.stop, np.float64) - start).astype(np.float32)
         lengths = np.fromiter(map(len, raws), dtype=np.uint64, count=n)
-        cols, c = self.columns, self._cols
-        with self.lock:
-            first = cols.n
-            ends = np.cumsum(lengths) + np.uint64(self.text_base + len(self.text))
-            self.text += b"".join(raws)
-            c["start"].frombytes(start.tobytes())
-            c["wait"].frombytes(wait.tobytes())
-            c["duration"].frombytes(duration.tobytes())
-            c["worker"].extend(wids)
-            c["name"].extend(nids)
-            c["end"].frombytes(ends.tobytes())
-            c["error"].extend(errors)
-            c["compute"].extend(rows.compute)
-            cols.n += n
-            while cols.n - cols.first > cols.cap:
-                cols.make_room()
-        return first
+        times = (rows.submit, rows.start, rows.stop)
+        ids = (wids, nids, errors, rows.compute)
+        return self._append(times, ids, (b"".join(raws), lengths))
 
     def shift(self, row: int, delta: float) -> None:
         """Move absolute row ``row``'s start and stop by ``delta`` seconds (a late clock

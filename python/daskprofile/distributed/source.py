@@ -62,6 +62,12 @@ class ClusterSettings:
     max_records: int | None = None
     all_clients: bool = False
 
+    @classmethod
+    def of(cls, options: Any, **more: Any) -> ClusterSettings:
+        """The settings a recording's options (a ``ProfileOptions``) ask for, plus ``more``."""
+        names = ("tasks", "cache", "resources", "stacks", "dt", "interval", "max_records")
+        return cls(**{name: getattr(options, name) for name in names}, **more)
+
 
 @dataclass(eq=False)
 class Target:

@@ -145,16 +145,7 @@ class CellRecorder(Listener):
             if not self.started or self.cluster is not None:
                 return
             module = clusters.source_module()
-            o = self.options
-            settings = module.ClusterSettings(
-                tasks=o.tasks,
-                cache=o.cache,
-                resources=o.resources,
-                stacks=o.stacks,
-                dt=o.dt,
-                interval=o.interval,
-                max_records=o.max_records,
-            )
+            settings = module.ClusterSettings.of(self.options)
             self.cluster = module.ClusterSource(settings, self.samplers.stacks)
         watch = clusters.watch_module()
         watch.add_listener(self._on_graph)

@@ -104,10 +104,8 @@ class profile:
             return
         try:
             module = clusters.source_module()
-            settings = module.ClusterSettings(
-                **_cluster_options(self.options),
-                flush=self.flush,
-                all_clients=self.all_clients,
+            settings = module.ClusterSettings.of(
+                self.options, flush=self.flush, all_clients=self.all_clients
             )
             source = self._cluster = module.ClusterSource(settings, recording.samplers.stacks)
             clusters.watch_module().add_close_listener(source.client_closing)
@@ -167,8 +165,3 @@ class profile:
             if isinstance(collector, kind):
                 return collector
         return None
-
-
-def _cluster_options(options: Any) -> dict[str, Any]:
-    keep = ("tasks", "cache", "resources", "stacks", "dt", "interval", "max_records")
-    return {name: getattr(options, name) for name in keep}
