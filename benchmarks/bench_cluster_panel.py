@@ -57,7 +57,6 @@ import re
 import statistics
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ import numpy as np
 import psutil
 from distributed import Client, LocalCluster, get_task_stream
 
+from bench_comm import RecordingComm  # (benchmarks/ is on sys.path when run as a script)
 from daskprofile.collectors.tasks import TaskCollector
 from daskprofile.distributed import source as cluster_source
 from daskprofile.distributed import watch
@@ -173,27 +173,6 @@ def wrapper_cost() -> float:
 
 
 # ---------------------------------------------------------------- instrumentation
-class RecordingComm:
-    """Stands for the panel's comm: keeps (send time, data, buffers), sends nothing."""
-
-    def __init__(self) -> None:
-        self.comm_id = uuid.uuid4().hex
-        self.sent: list[tuple[float, dict[str, Any], list[bytes]]] = []
-        self._close: Any = None
-
-    def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
-        self.sent.append((perf_counter(), data, list(buffers or [])))
-
-    def on_msg(self, cb: Any) -> None:
-        pass
-
-    def on_close(self, cb: Any) -> None:
-        self._close = cb
-
-    def close(self) -> None:
-        pass
-
-
 @dataclass
 class Probes:
     """What the wrappers below note (per batch, never per row)."""

@@ -48,9 +48,9 @@ from typing import Any
 import dask
 
 import daskprofile
-from daskprofile import recorder
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
+from daskprofile.record import history as recorder
 
 #: an explicit profile() with the panel session's defaults (daskprofile.panel.*)
 PANEL_LIKE: dict[str, Any] = {"dt": 0.2, "interval": 0.02}

@@ -26,7 +26,7 @@ import dask.diagnostics as dd
 import dask.threaded
 
 import daskprofile
-from daskprofile import recorder
+from daskprofile.record import history as recorder
 
 
 def graph(n: int, kind: str) -> tuple[dict[Any, Any], list[Any]]:
