@@ -30,6 +30,10 @@ LAST = (
     "print(len(run.tasks), run.meta['id'], run.tasks['worker'].str.startswith('tcp://').all(),"
     " run.meta['schedulers'])"
 )
+KERNEL_STACKS = (
+    "import daskprofile.jupyter.comm as c\n"
+    "print(c.hub().session.samplers.stacks.running)"
+)
 PLUGINS = (
     "print(sorted(n for n in client.run_on_scheduler("
     "lambda dask_scheduler: list(dask_scheduler.plugins)) if n.startswith('daskprofile')))"
@@ -83,6 +87,12 @@ def test_a_cluster_compute_streams_to_the_panel_with_no_user_code(panel: Panel) 
         assert max(m["arrays"]["memory"].max() for m in resources) > 50e6
         summary = panel.of("run_end", rid)[0]["summary"]
         assert summary["tasks"] == int(n)
+        # the stacks are the workers': the kernel (which runs the scheduler) is not sampled
+        assert panel.of("stacks", rid)
+        assert panel.execute(KERNEL_STACKS).strip() == "False"
+        # until a compute runs in it (the same cell's run is still open when it prints)
+        local = "x.sum().compute(scheduler='threads')\n" + KERNEL_STACKS
+        assert panel.execute(local).strip() == "True"
     finally:
         _close_cluster(panel)
 

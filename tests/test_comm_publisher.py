@@ -371,3 +371,56 @@ def test_progress_counts_erred_tasks_among_the_finished_ones() -> None:
         )
     }
     assert by_group == {"ok": (2, 2, 0), "bad": (1, 1, 1)}
+
+
+def test_rows_from_a_source_that_is_not_polled_reach_the_panel_before_the_next_tick() -> None:
+    """A cluster's rows arrive on the client's event loop thread, not through a compute's
+    hook: their arrival nudges the publisher, which polls then rather than a tick later."""
+    from daskprofile.collectors.tasks import RemoteRows
+    from daskprofile.options import ProfileOptions
+    from daskprofile.record.recording import Recording
+
+    publisher = Publisher(tick=60.0)  # no poll of its own for a minute after the first
+    comm = _RecordingComm()
+    options = ProfileOptions(
+        tasks=True,
+        resources=False,
+        cache=False,
+        stacks=False,
+        dt=0.1,
+        interval=0.01,
+        max_records=1000,
+    )
+    recording = Recording(options, title="nudged", auto=True)
+    publisher.start()
+    try:
+        publisher.attach(comm, dpcomm.PROTOCOL_VERSION)
+        run = recording.start()
+        rid = str(run.meta.id)
+        _wait_for(lambda: any(m.get("run") == rid for m in comm.sent if m["type"] == "run_start"))
+        time.sleep(0.2)  # the publisher's first poll is behind us: the next is a minute away
+        assert recording.tasks is not None
+        now = time.perf_counter()
+        recording.tasks.add_rows(
+            RemoteRows(
+                key=["x-1", "x-2"],
+                group=["x", "x"],
+                worker=["tcp://w:1 thread 0"] * 2,
+                submit=[now, now],
+                start=[now, now],
+                stop=[now, now],
+                error=[None, None],
+                compute=[1, 1],
+            )
+        )
+        recording.cursors.arrived()
+        _wait_for(
+            lambda: sum(m["n"] for m in comm.sent if m["type"] == "tasks" and m["run"] == rid) == 2,
+            timeout=10,
+        )
+        assert publisher.nudge in recording.cursors.listeners
+    finally:
+        recording.finish()
+        publisher.stop()
+        recorder.clear_history()
+    assert publisher.nudge not in recording.cursors.listeners  # nothing left behind

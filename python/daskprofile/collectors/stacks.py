@@ -458,6 +458,11 @@ class StackCollector:
         return self._sampler.ticks
 
     # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether the sampler thread runs."""
+        return bool(self._sampler.alive)
+
     def start(self) -> None:
         """Start the sampler thread (idempotent)."""
         if self._sampler.alive:

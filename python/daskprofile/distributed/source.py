@@ -82,6 +82,8 @@ class Target:
     waiting: int = 0
     #: where each process's resource series starts for this run (sample index)
     resource_start: dict[str, int] = field(default_factory=dict)
+    #: called once a batch has added task rows to this target (the event loop thread)
+    arrived: Callable[[], None] | None = None
 
 
 def signature(keys: Iterable[Any]) -> tuple[str, ...]:
@@ -338,6 +340,8 @@ class ClusterSource:
         for target, picked in by_target.values():
             assert target.tasks is not None
             self._add_rows(entry, target.tasks, rows, picked, names)
+            if target.arrived is not None:
+                target.arrived()
 
     def _add_rows(
         self,

@@ -15,6 +15,7 @@ jobs and sends hold ``Publisher._work``; a computing thread only ever tries it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -42,6 +43,8 @@ DROPPABLE = frozenset({"tasks", "resources", "cache", "stacks", "progress"})
 MAX_KEYS = 10_000
 #: at most ~4 progress messages per second per run
 PROGRESS_PERIOD = 0.25
+#: shortest time between two polls when a cluster's rows arrive (:meth:`Publisher.nudge`)
+NUDGE_GAP = 0.05
 #: switch interval while the publisher thread works (a poll takes a few ms of CPU)
 WORK_SWITCH_INTERVAL = 0.001
 EXPORTS = {
@@ -148,6 +151,7 @@ class Publisher:
         self._work = threading.Lock()
         self._next_poll = 0.0
         self._pumped = -math.inf  # when a compute last handed over task rows
+        self._last_poll = -math.inf
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -178,7 +182,10 @@ class Publisher:
         if thread is not None and thread is not threading.current_thread():
             thread.join(5.0)
         with self.lock:
+            feeds = list(self.feeds.values())
             self.feeds.clear()
+        for feed in feeds:
+            _unlisten(feed.cursors, self.nudge)
 
     @property
     def running(self) -> bool:
@@ -246,11 +253,14 @@ class Publisher:
         feed = Feed(run, cursors, _title(run))
         self.feeds[feed.id] = feed
         self.titles[feed.id] = feed.title
+        cursors.listeners.append(self.nudge)
         self._fanout(feed.id, feed.start())
 
     def _end_feed(self, run: Run) -> None:
         rid = _run_id(run)
         feed = self.feeds.pop(rid, None)
+        if feed is not None:
+            _unlisten(feed.cursors, self.nudge)
         if feed is None:  # started before we listened: send it whole
             feed = Feed(run, frozen_cursors(run), _title(run))
             self._fanout(rid, feed.replay())
@@ -326,10 +336,23 @@ class Publisher:
             self._work.release()
         self._wake.set()
 
+    def nudge(self) -> None:
+        """A source that is not polled (a cluster) has new task rows: poll on the sender
+        thread now rather than at the next tick, unless a poll was less than ``NUDGE_GAP``
+        ago (O(1); any thread: the client's event loop thread hands batches over)."""
+        if self._thread is None:
+            return
+        soon = self._last_poll + NUDGE_GAP
+        if soon < self._next_poll:
+            self._next_poll = soon
+            self._pumped = -math.inf  # its thread holds no rows of this source
+            self._wake.set()
+
     def _poll_due(self) -> None:
         """Poll the live runs if some panel has room; the next poll is a tick away (the
         caller holds ``_work``)."""
-        self._next_poll = perf_counter() + self.tick
+        self._last_poll = now = perf_counter()
+        self._next_poll = now + self.tick
         if self._ready():
             self._guard(self._poll)
 
@@ -565,3 +588,8 @@ def _keys(run: Run, feed: Feed | None, indices: list[int]) -> list[str]:
         return lookup(indices)
     first = run.dropped("tasks")
     return run.task_keys([i - first for i in indices])
+
+
+def _unlisten(cursors: Cursors, listener: Callable[[], None]) -> None:
+    with contextlib.suppress(ValueError):
+        cursors.listeners.remove(listener)

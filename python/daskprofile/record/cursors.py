@@ -9,8 +9,9 @@ finished :class:`~daskprofile.run.Run`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ import numpy as np
 from .. import hooks
 from ..collectors.tasks import UUID_FLAG
 from ..run import Run
+
+log = logging.getLogger("daskprofile")
 
 __all__ = [
     "Cursors",
@@ -66,6 +69,17 @@ class Cursors:
     keys: Callable[[list[int]], list[str]] | None = None
     #: ``processes() -> {label: reader}``: resources of each worker process of a cluster
     processes: Callable[[], Mapping[str, Reader]] | None = None
+    #: called (from any thread, cheaply) when a source that is not polled - a cluster - has
+    #: new task rows: a sink may read sooner than its next poll (see :meth:`arrived`)
+    listeners: list[Callable[[], None]] = field(default_factory=list)
+
+    def arrived(self) -> None:
+        """New rows came in: tell the listeners (a failing one is skipped)."""
+        for listener in list(self.listeners):
+            try:
+                listener()
+            except Exception:  # a sink's hint never fails the source
+                log.exception("daskprofile: a cursor listener failed")
 
 
 # ---------------------------------------------------------------- live readers

@@ -188,15 +188,19 @@ class CellRecorder(Listener):
                 t.cancel()
                 t.join()
 
-    def _samplers(self, on: bool) -> None:
+    def _samplers(self, on: bool, local: bool = True) -> None:
         """Start or stop the samplers and the cluster plugins (caller holds the lock);
-        starting cancels a pending idle stop (its thread sees it is no longer current)."""
+        starting cancels a pending idle stop (its thread sees it is no longer current).
+        ``local=False``: a run opened by a cluster graph; the kernel's stack sampler waits
+        for a local compute (:meth:`_sample_stacks`): on a cluster the stacks are the
+        workers', and sampling the kernel would slow an in-process scheduler for nothing."""
         if on and self._idle is not None:
             self._idle.cancel()
             self._idle = None
         for sampler in (self.samplers.resources, self.samplers.stacks):
-            if sampler is not None:
-                sampler.start() if on else sampler.stop()
+            if sampler is None or (on and not local and sampler is self.samplers.stacks):
+                continue
+            sampler.start() if on else sampler.stop()
         if not on and self.cluster is not None:
             self.cluster.stop()
             self.cluster.clear()
@@ -255,6 +259,7 @@ class CellRecorder(Listener):
         if recording is None:
             return
         with self.lock:
+            self._sample_stacks()
             self._inflight[id(recording)] = self._inflight.get(id(recording), 0) + 1
             self._computes[compute.id] = recording
         for listener in recording.listeners:
@@ -285,6 +290,12 @@ class CellRecorder(Listener):
         if closing:
             self._end_or_linger(recording)
 
+    def _sample_stacks(self) -> None:
+        """A local compute: the kernel's stacks are sampled (caller holds the lock)."""
+        stacks = self.samplers.stacks
+        if stacks is not None and self._open_runs and not stacks.running:
+            stacks.start()
+
     def on_listener_error(self, exc: BaseException) -> None:
         self.errors.append({"collector": self.name, "error": repr(exc)})
 
@@ -309,8 +320,8 @@ class CellRecorder(Listener):
         if cluster is not None:
             recording.plug(cluster)
         self._open_runs += 1
-        if self._open_runs == 1:
-            self._samplers(True)  # after slicing: the first sample is this run's
+        if self._open_runs == 1:  # after slicing: the first sample is this run's
+            self._samplers(True, local=cluster is None)
         recording.start()
         return recording
 

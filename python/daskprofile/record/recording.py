@@ -205,7 +205,8 @@ class Recording:
             return self.target
         from ..distributed.source import Target
 
-        target = self.target = Target(self.run, self.tasks, self.cache, self.totals)
+        target = Target(self.run, self.tasks, self.cache, self.totals, arrived=self.cursors.arrived)
+        self.target = target
         self.cluster = source
         source.open(target)
         run = self.run
