@@ -568,11 +568,24 @@ class _WorkerSampler(_Sampler):
     """The sampler of one worker process: drained after each task, ends itself when idle."""
 
     def __init__(
-        self, interval: float, cycle: float, idle_timeout: float, spent: list[float] | None = None
+        self,
+        interval: float,
+        cycle: float,
+        idle_timeout: float,
+        spent: list[float] | None = None,
+        switch_interval: float | None = None,
     ) -> None:
-        """``spent``: where this process's task time is added up (:data:`worker.spent`)."""
+        """``spent``: where this process's task time is added up (:data:`worker.spent`);
+        ``switch_interval``: lowered while tasks keep the sampler late (see ``_pace``)."""
         catcher = _ShortTaskCatcher(spent)
-        super().__init__(interval, cycle, max_cycles=1_000_000, totals=False, catcher=catcher)
+        super().__init__(
+            interval,
+            cycle,
+            max_cycles=1_000_000,
+            totals=False,
+            catcher=catcher,
+            switch_interval=switch_interval,
+        )
         self.pid = os.getpid()
         self.token = f"{self.pid}-{uuid.uuid4().hex[:12]}"
         self.idle_timeout = idle_timeout

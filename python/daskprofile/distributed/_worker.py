@@ -31,7 +31,6 @@ from tornado.ioloop import PeriodicCallback
 from ..collectors import _frames
 from ..collectors.stackcut import Memo, Rules, cut
 from ..collectors.stacks import _WorkerSampler
-from ..gil import switch as _switch
 from ..keys import GroupIndex, key_label
 from ._common import MESSAGE_VERSION
 
@@ -61,8 +60,12 @@ class _TaskThreadSampler(_WorkerSampler):
     cuts each stack where distributed calls the task.
     """
 
-    def __init__(self, interval: float, cycle: float, spent: list[float]) -> None:
-        super().__init__(interval, cycle, idle_timeout=float("inf"), spent=spent)
+    def __init__(
+        self, interval: float, cycle: float, spent: list[float], switch: float | None = None
+    ) -> None:
+        super().__init__(
+            interval, cycle, idle_timeout=float("inf"), spent=spent, switch_interval=switch
+        )
         self.workers: list[Any] = []
         self._codes: Memo = {}
         self._groups = GroupIndex()
@@ -122,7 +125,6 @@ class ProcessProbe:
         self.stacks: _TaskThreadSampler | None = None
         self.resources: Any = None
         self._cursor = 0
-        self._switch_lowered = False
         #: ``[seconds, tasks]`` of the tasks this process's workers ran, for the stack sampler
         self.spent = [0.0, 0.0]
         #: worker and client share a clock: distributed's noisy clock correction is undone
@@ -168,10 +170,10 @@ class ProcessProbe:
     def _start(self) -> None:
         s = self.settings
         if s["stacks"]:
-            self.stacks = _TaskThreadSampler(s["interval"], s["cycle"], self.spent)
-            if s.get("switch_interval"):
-                _switch.lower(s["switch_interval"])
-                self._switch_lowered = True
+            # the switch interval is lowered only while tasks keep the sampler late: lowered
+            # for good it cost the worker's event loop ~10% more CPU on numpy tasks
+            switch = s.get("switch_interval") or None
+            self.stacks = _TaskThreadSampler(s["interval"], s["cycle"], self.spent, switch)
             self.stacks.start("daskprofile-distributed-stacks")
         if s["resources"]:
             from ..collectors.resources import ResourceCollector
@@ -203,9 +205,6 @@ class ProcessProbe:
             stacks.stop()
         if resources is not None:
             _in_background("stop", resources.stop)
-        if self._switch_lowered:
-            self._switch_lowered = False
-            _switch.restore()
 
     # ------------------------------------------------------------ draining
     def drain(self, worker: Any, final: bool = False) -> dict[str, Any] | None:
