@@ -260,6 +260,8 @@ class ProcessProbe:
             "workers": [str(w.address) for w in self.workers],
             # perf_counter -> scheduler clock: add this
             "clock": wall_time() + delay - perf_counter(),
+            # this host's wall clock -> the scheduler's (0: the client's host, one clock)
+            "delay": delay,
             # what distributed adds to each worker's task times now (taken off again on
             # this host, where the clocks are one; exactly per task with ``delays``)
             "scheduler_delay": {

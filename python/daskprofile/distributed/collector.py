@@ -190,6 +190,9 @@ class DistributedCollector(Collector):
         self.missing_batches = 0
         self.workers: dict[str, dict[str, Any]] = {}
         self.clock_offset = 0.0  # scheduler clock - this process's time.time()
+        #: worker address -> seconds to add to its wall clock to get ours (latest estimate)
+        self.clocks: dict[str, float] = {}
+        self.host = socket.gethostname()
         self.to_perf = perf_counter() - time.time()
         self.started = False
         self.scheduler_address: str | None = None  # (a closed client forgets it)
@@ -548,8 +551,11 @@ class DistributedCollector(Collector):
         if proc is None:
             proc = self.processes[src] = ProcessResources(msg["pid"], msg["host"], self.max_records)
         proc.workers = list(msg["workers"])
+        # a worker's wall clock -> ours: add this (0 on our host: one clock)
+        offset = float(msg.get("delay", 0.0)) - self.clock_offset
         for address in proc.workers:
             self.workers.setdefault(address, {}).update(pid=msg["pid"], hostname=msg["host"])
+            self.clocks[address] = 0.0 if msg["host"] == self.host else offset
         if self.router is not None:
             self.router.worker_batch(msg)
         elif msg.get("delays"):
@@ -625,6 +631,7 @@ class DistributedCollector(Collector):
             "computes": self.computes,
             "cache_metric": "nbytes",
             "clock_offset": self.clock_offset,
+            "clocks": {a: round(c, 6) for a, c in sorted(self.clocks.items())},
             "missing_batches": self.missing_batches,
             "options": dict(self.options),
         }
