@@ -53,9 +53,16 @@ install_chromium() {
 
 demo() {
   setup
-  local args=()
+  # The printed URL opens the demo notebook (not the launcher), and this server's default
+  # for the panel's `placement` setting is "main": the panel opens beside the notebook.
+  # Your own settings still win (e.g. after "Dask Profile: Open in Sidebar").
+  local config=$REPO/.cache/demo-config
+  mkdir -p "$config/labconfig"
+  echo '{"daskprofile:plugin": {"placement": "main"}}' >"$config/labconfig/default_setting_overrides.json"
+  export JUPYTER_CONFIG_PATH="$config${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}"
+  local args=(--ServerApp.root_dir=examples --LabApp.default_url=/lab/tree/demo.ipynb)
   [ "$(id -u)" = 0 ] && args+=(--allow-root)
-  exec jupyter lab "${args[@]}" examples/demo.ipynb
+  exec jupyter lab "${args[@]}"
 }
 
 # --- tests -------------------------------------------------------------------------------

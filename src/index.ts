@@ -1,4 +1,5 @@
 import {
+  ILabShell,
   ILayoutRestorer,
   JupyterFrontEnd,
   JupyterFrontEndPlugin
@@ -6,15 +7,22 @@ import {
 import { ICommandPalette, IThemeManager } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
+import { dockLeftIcon, dockRightIcon } from '@jupyterlab/ui-components';
 
 import { Controller } from './controller';
 import { daskProfileIcon } from './icons';
 import { ProfileModel } from './model';
+import { PanelPlacement, Placement } from './placement';
 import { ExportFormat } from './protocol';
+import { SidebarWidth } from './sidebarWidth';
 import { KernelTracker } from './tracker';
 import { ProfilePanel } from './views/panel';
+import { PlacementButton } from './views/placementButton';
 
 const PLUGIN_ID = 'daskprofile:plugin';
+/** Rank of the panel among the left sidebar's panels. */
+const RANK = 650;
 
 /** Command ids. */
 export const CommandIDs = {
@@ -25,8 +33,13 @@ export const CommandIDs = {
   clearSelection: 'daskprofile:clear-selection',
   exportHtml: 'daskprofile:export-html',
   exportTrace: 'daskprofile:export-trace',
-  exportRun: 'daskprofile:export-run'
+  exportRun: 'daskprofile:export-run',
+  openInMain: 'daskprofile:open-in-main',
+  openInSidebar: 'daskprofile:open-in-sidebar'
 } as const;
+
+/** Moves the panel where the user asked (showing it or not) and remembers it. */
+type Mover = (to: PanelPlacement, show?: boolean) => void;
 
 /**
  * Test-only hook: when localStorage['daskprofile:test-hook'] is '1' (set by the browser
@@ -113,6 +126,70 @@ function addCommands(
   }
 }
 
+function addPlacementCommands(
+  app: JupyterFrontEnd,
+  placement: Placement,
+  move: Mover
+): void {
+  app.commands.addCommand(CommandIDs.openInMain, {
+    label: 'Dask Profile: Open in Main Area',
+    caption: 'Show the panel in the main area, to the right of the notebook',
+    icon: dockRightIcon,
+    isVisible: () => placement.current !== 'main',
+    execute: () => move('main')
+  });
+  app.commands.addCommand(CommandIDs.openInSidebar, {
+    label: 'Dask Profile: Open in Sidebar',
+    caption: 'Show the panel in its sidebar',
+    icon: dockLeftIcon,
+    isVisible: () => placement.current === 'main',
+    execute: () => move('sidebar')
+  });
+  placement.changed.connect(() => {
+    app.commands.notifyCommandChanged(CommandIDs.openInMain);
+    app.commands.notifyCommandChanged(CommandIDs.openInSidebar);
+  });
+}
+
+/**
+ * Where the panel goes: the `placement` setting, once the layout is restored (the
+ * restorer puts the panel back where it was; the setting has the last word) and whenever
+ * the setting changes. The commands move the panel and write the setting.
+ */
+function setupPlacement(
+  app: JupyterFrontEnd,
+  panel: ProfilePanel,
+  placement: Placement,
+  settings: Promise<ISettingRegistry.ISettings | null>
+): Mover {
+  const move: Mover = (to, show = true) => {
+    if (show) {
+      placement.moveTo(to);
+    } else {
+      placement.want(to);
+    }
+    void settings
+      .then(s => s?.set('placement', to))
+      .catch(reason => {
+        console.warn('daskprofile: could not save the placement', reason);
+      });
+  };
+  const button = new PlacementButton(to => move(to));
+  panel.tools.append(button.node);
+  placement.changed.connect((_, where) => button.render(where));
+  placement.closeRequested.connect(() => move('sidebar', false));
+  void Promise.all([settings, app.restored]).then(([s]) => {
+    const follow = () =>
+      placement.want(
+        s?.get('placement').composite === 'main' ? 'main' : 'sidebar'
+      );
+    follow();
+    button.render(placement.current);
+    s?.changed.connect(follow);
+  });
+  return move;
+}
+
 function applySettings(
   settings: ISettingRegistry.ISettings,
   panel: ProfilePanel,
@@ -133,25 +210,53 @@ function applySettings(
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
-    'A sidebar panel that shows where Dask computations spend their time.',
+    'A panel (in a sidebar or beside the notebook) that shows where Dask computations spend their time.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IThemeManager],
+  optional: [
+    ILayoutRestorer,
+    ICommandPalette,
+    ISettingRegistry,
+    IThemeManager,
+    ILabShell,
+    IStateDB
+  ],
   activate: (
     app: JupyterFrontEnd,
     notebooks: INotebookTracker,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     settings: ISettingRegistry | null,
-    themes: IThemeManager | null
+    themes: IThemeManager | null,
+    labShell: ILabShell | null,
+    state: IStateDB | null
   ) => {
     const controller = new Controller(new KernelTracker(notebooks));
     const panel = new ProfilePanel(controller);
     panel.id = 'daskprofile-panel';
     panel.title.icon = daskProfileIcon;
     panel.title.caption = 'Dask Profile';
-    app.shell.add(panel, 'left', { rank: 650 });
+    app.shell.add(panel, 'left', { rank: RANK });
     restorer?.add(panel, 'daskprofile');
+    new SidebarWidth(panel, state);
+
+    const loaded = settings
+      ? settings.load(PLUGIN_ID).catch(reason => {
+          console.warn('daskprofile: could not load settings', reason);
+          return null;
+        })
+      : Promise.resolve(null);
+    const placement = new Placement({
+      shell: app.shell,
+      labShell,
+      notebooks,
+      panel,
+      icon: daskProfileIcon,
+      label: 'Dask Profile',
+      rank: RANK
+    });
+    const move = setupPlacement(app, panel, placement, loaded);
+    addPlacementCommands(app, placement, move);
     addCommands(app, panel, controller, palette);
     installTestHook(panel, controller.model);
 
@@ -160,17 +265,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       requestAnimationFrame(() => panel.refreshTheme());
     });
 
-    if (settings) {
-      settings
-        .load(PLUGIN_ID)
-        .then(s => {
-          applySettings(s, panel, controller);
-          s.changed.connect(() => applySettings(s, panel, controller));
-        })
-        .catch(reason => {
-          console.warn('daskprofile: could not load settings', reason);
-        });
-    }
+    void loaded.then(s => {
+      if (s) {
+        applySettings(s, panel, controller);
+        s.changed.connect(() => applySettings(s, panel, controller));
+      }
+    });
   }
 };
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 import uuid
 from typing import Any
 
@@ -19,18 +21,95 @@ def open_notebook(page: Any, lab: Any, name: str) -> None:
 
 
 def open_panel(page: Any) -> Any:
-    """Open the Dask Profile sidebar panel (unless the restored layout has it open)."""
+    """Open the Dask Profile sidebar panel (unless the restored layout has it open).
+
+    Returns once the sidebar has taken the width the panel opens at (src/sidebarWidth.ts).
+    """
     panel = page.locator(PANEL)
     tab = page.locator(PANEL_TAB)
     tab.wait_for(state="visible")
     if "lm-mod-current" not in (tab.get_attribute("class") or ""):
         tab.click()
     panel.wait_for(state="visible")
+    settle(page)
     return panel
+
+
+def settle(page: Any, frames: int = 4) -> None:
+    """Wait ``frames`` animation frames: Lumino lays out on the frames after a change."""
+    page.evaluate(
+        """(n) => new Promise(done => {
+            const step = () => (n-- > 0 ? requestAnimationFrame(step) : done());
+            step();
+        })""",
+        frames,
+    )
+
+
+AREA_JS = """(sel) => {
+    const el = document.querySelector(sel);
+    if (!el) return '';
+    if (el.closest('#jp-main-dock-panel')) return 'main';
+    if (el.closest('#jp-left-stack')) return 'left';
+    if (el.closest('#jp-right-stack')) return 'right';
+    return 'elsewhere';
+}"""
+
+
+def panel_area(page: Any) -> str:
+    """The shell area holding the panel: 'main', 'left', 'right' (or '' when absent)."""
+    return str(page.evaluate(AREA_JS, PANEL))
+
+
+def wait_area(page: Any, area: str, timeout: float = 30_000) -> None:
+    """Wait until the panel is in shell area ``area`` and visible there."""
+    page.wait_for_function(
+        f"([sel, area]) => ({AREA_JS})(sel) === area && document.querySelector(sel).offsetWidth > 0",
+        arg=[PANEL, area],
+        timeout=timeout,
+    )
 
 
 def wait_status(page: Any, status: str, timeout: float = 60_000) -> None:
     page.wait_for_selector(f"{PANEL}[data-status='{status}']", timeout=timeout)
+
+
+# --- the server: poll an endpoint, put settings ---------------------------------------------
+
+WAIT_SERVER_JS = """async ([url, token, condition, timeout]) => {
+    // poll a server endpoint from the page until condition(json) holds (or time is up)
+    const test = eval(condition);
+    const deadline = performance.now() + timeout;
+    let json = null;
+    for (;;) {
+        const r = await fetch(url, {headers: {Authorization: 'token ' + token}, cache: 'no-store'});
+        json = await r.json();
+        if (test(json)) return {ok: true, json};
+        if (performance.now() > deadline) return {ok: false, json};
+        await new Promise(resolve => setTimeout(resolve, 200));
+    }
+}"""
+
+
+def wait_server(
+    page: Any, lab: Any, path: str, condition: str, timeout: float = 30_000
+) -> dict[str, Any]:
+    """Wait until JS ``condition`` holds on the JSON of GET ``path``; returns that JSON."""
+    result = page.evaluate(WAIT_SERVER_JS, [lab.url + path, lab.token, condition, timeout])
+    assert result["ok"], (path, condition, result["json"])
+    return dict(result["json"])
+
+
+def put_settings(lab: Any, raw: dict[str, Any], plugin: str = "daskprofile:plugin") -> None:
+    """Replace a plugin's user settings, the panel's by default (``{}``: the defaults)."""
+    body = json.dumps({"raw": json.dumps(raw)}).encode()
+    request = urllib.request.Request(
+        f"{lab.url}lab/api/settings/{plugin}",
+        data=body,
+        method="PUT",
+        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=10).close()
 
 
 # --- daskprofile panel: test hook, synthetic runs, pixels ---------------------------------

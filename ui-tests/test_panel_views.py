@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,9 +20,11 @@ from helpers import (
     open_notebook_in_workspace,
     open_panel,
     panel_data,
+    put_settings,
     run_command,
     synthetic_run,
     wait_data,
+    wait_server,
     wait_status,
     widen_panel,
 )
@@ -73,30 +74,6 @@ def _wait_attr(page: Any, selector: str, name: str, predicate: str) -> None:
 def _next_frames(page: Any) -> None:
     """Wait two animation frames: the views draw on the next one after a change."""
     page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-
-
-WAIT_SERVER_JS = """async ([url, token, condition, timeout]) => {
-    // poll a server endpoint from the page until condition(json) holds (or time is up)
-    const test = eval(condition);
-    const deadline = performance.now() + timeout;
-    let json = null;
-    for (;;) {
-        const r = await fetch(url, {headers: {Authorization: 'token ' + token}, cache: 'no-store'});
-        json = await r.json();
-        if (test(json)) return {ok: true, json};
-        if (performance.now() > deadline) return {ok: false, json};
-        await new Promise(resolve => setTimeout(resolve, 200));
-    }
-}"""
-
-
-def _wait_server(
-    page: Any, lab: Any, path: str, condition: str, timeout: float = 30_000
-) -> dict[str, Any]:
-    """Wait until JS ``condition`` holds on the JSON of GET ``path``; returns that JSON."""
-    result = page.evaluate(WAIT_SERVER_JS, [lab.url + path, lab.token, condition, timeout])
-    assert result["ok"], (path, condition, result["json"])
-    return dict(result["json"])
 
 
 # A run built row by row: run_start, groups, workers, one tasks message, run_end.
@@ -555,22 +532,11 @@ def test_run_select_switches_between_runs(page: Any, lab: Any) -> None:
 # --- 7. settings ----------------------------------------------------------------------------
 
 
-def _put_settings(lab: Any, raw: dict[str, Any]) -> None:
-    body = json.dumps({"raw": json.dumps(raw)}).encode()
-    request = urllib.request.Request(
-        f"{lab.url}lab/api/settings/daskprofile:plugin",
-        data=body,
-        method="PUT",
-        headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"},
-    )
-    urllib.request.urlopen(request, timeout=10).close()
-
-
 @pytest.fixture
 def settings(lab: Any) -> Iterator[Any]:
     """Put the panel's settings through the REST API; back to the defaults afterwards."""
-    yield lambda raw: _put_settings(lab, raw)
-    _put_settings(lab, {})
+    yield lambda raw: put_settings(lab, raw)
+    put_settings(lab, {})
 
 
 FLAME_ROWS_JS = """(sel) => {
@@ -646,7 +612,7 @@ def test_settings_editor_changes_apply_live(page: Any, lab: Any, settings: Any) 
     )
     assert _flame_rows(page)["runs"] == [23] * DEPTH
     # the editor saved them on the server
-    saved = _wait_server(
+    saved = wait_server(
         page,
         lab,
         "lab/api/settings/daskprofile:plugin",
@@ -721,7 +687,7 @@ def test_panel_is_restored_open_and_current_on_reload(page: Any, lab: Any) -> No
 
     # JupyterLab saves the layout a while after it changes: wait until the workspace on
     # the server has the panel in front in the sidebar, then reload
-    left = _wait_server(
+    left = wait_server(
         page,
         lab,
         "lab/api/workspaces/pv-layout",
