@@ -7,6 +7,7 @@
 
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { ClusterTables, workersLine } from './clusterTables';
 import { groupColor } from './colors';
 import { Column } from './columns';
 import { flameNode, IFlameNode, mergeFlame, mergeStackTree } from './flame';
@@ -15,6 +16,7 @@ import { LaneIndex } from './lod';
 import {
   decodeMessage,
   ExportFormat,
+  IActionsMessage,
   ICacheMessage,
   IExportMessage,
   IGroupsMessage,
@@ -40,6 +42,11 @@ export type ChangeKind =
   | 'progress'
   | 'stacks'
   | 'keys'
+  | 'actions'
+  | 'memory'
+  | 'exceptions'
+  | 'clusterWorkers'
+  | 'transfers'
   | 'summary'
   | 'state'
   | 'error'
@@ -89,6 +96,10 @@ export interface IRunSummary {
   cluster: IClusterSummary | null;
   /** Parts recorded in a reduced way and why (known at the run's end; {} when none). */
   reduced: { [part: string]: string };
+  /** The cluster's workers, e.g. `2 (+1 joined, 1 lost)` (protocol 1.2; '' when unknown). */
+  clusterWorkers: string;
+  /** Bytes moved between workers (protocol 1.2 transfers), or null when none were logged. */
+  transferred: number | null;
 }
 
 /**
@@ -246,6 +257,8 @@ export class RunData {
   errors: unknown[] = [];
   /** Parts recorded in a reduced way and why (from run_end). */
   reduced: { [part: string]: string } = {};
+  /** What a cluster run holds beyond compute (protocol 1.2; empty otherwise). */
+  readonly tables = new ClusterTables();
 
   get taskCount(): number {
     return this.taskIndex.length;
@@ -273,6 +286,11 @@ export class RunData {
         lo = Math.min(lo, series.time.data[0]);
         hi = Math.max(hi, series.time.data[n - 1]);
       }
+    }
+    const tables = this.tables.extent();
+    if (tables) {
+      lo = Math.min(lo, tables[0]);
+      hi = Math.max(hi, tables[1]);
     }
     const wall = this.kernelSummary.wall_time;
     if (typeof wall === 'number' && Number.isFinite(wall)) {
@@ -326,7 +344,13 @@ export class RunData {
       meanCpu: n > 0 ? cpuSum / n : num(k.mean_cpu),
       dropped,
       cluster: clusterSummary(k),
-      reduced: { ...this.reduced }
+      reduced: { ...this.reduced },
+      clusterWorkers:
+        this.tables.workers.length > 0 ? workersLine(this.tables.workers) : '',
+      transferred:
+        this.tables.transfers.length > 0
+          ? this.tables.transfers.totalBytes
+          : null
     };
   }
 }
@@ -562,8 +586,55 @@ export class ProfileModel {
         run.droppedRows = msg.rows;
         this._mark('summary');
         break;
+      default:
+        this._applyTables(run, msg);
     }
     return true;
+  }
+
+  /** The cluster tables of protocol 1.2. */
+  private _applyTables(run: RunData, msg: KernelMessage): void {
+    switch (msg.type) {
+      case 'actions':
+        this._actions(run, msg);
+        break;
+      case 'memory':
+        run.tables.addMemory(msg);
+        this._mark('memory', 'summary');
+        break;
+      case 'transfers':
+        run.tables.transfers.append(msg);
+        this._mark('transfers', 'summary');
+        break;
+      case 'exceptions':
+        run.tables.exceptions.add(msg);
+        this._mark('exceptions', 'summary');
+        break;
+      case 'cluster_workers':
+        run.tables.setWorkers(msg.workers);
+        this._mark('clusterWorkers', 'summary');
+        break;
+    }
+  }
+
+  private _actions(run: RunData, msg: IActionsMessage): void {
+    run.tables.actions.append(msg);
+    let last = -1;
+    for (const w of msg.worker) {
+      if (w !== last) {
+        this._ensureLane(run, w);
+        last = w;
+      }
+    }
+    this._mark('actions', 'summary');
+  }
+
+  /** A lane for worker `w`, named as a placeholder if the kernel never did. */
+  private _ensureLane(run: RunData, w: number): void {
+    if (!run.workers.has(w)) {
+      run.workers.set(w, { id: w, label: `worker ${w}`, kind: 'unknown' });
+      run.lanes.push(w);
+    }
   }
 
   private _runStart(
@@ -657,14 +728,7 @@ export class ProfileModel {
         if (!lane) {
           lane = new LaneIndex();
           run.laneIndex.set(w, lane);
-          if (!run.workers.has(w)) {
-            run.workers.set(w, {
-              id: w,
-              label: `worker ${w}`,
-              kind: 'unknown'
-            });
-            run.lanes.push(w);
-          }
+          this._ensureLane(run, w);
         }
         lastWorker = w;
       }

@@ -11,9 +11,11 @@ export const COMM_TARGET = 'daskprofile';
 
 /**
  * Protocol version this frontend speaks; sent in the comm-open metadata. 1.1 added the
- * optional `source` of `resources` batches; a 1.0 kernel (which never sends it) is fine.
+ * optional `source` of `resources` batches; 1.2 the cluster tables (`actions`, `memory`,
+ * `exceptions`, `cluster_workers`, `transfers`), sent only to a panel announcing 1.2. An
+ * older kernel (which never sends them) is fine.
  */
-export const PROTOCOL_VERSION = '1.1';
+export const PROTOCOL_VERSION = '1.2';
 
 /** Key of the protocol version in comm-open metadata. */
 export const PROTOCOL_METADATA_KEY = 'daskprofile_protocol';
@@ -192,6 +194,115 @@ export interface IExportMessage {
   bytes: Uint8Array;
 }
 
+/**
+ * Kinds of `actions` rows (protocol 1.2), by their `action` code: what a task did on its
+ * worker besides compute.
+ */
+export const ACTION_KINDS = [
+  'transfer',
+  'disk-read',
+  'disk-write',
+  'deserialize'
+] as const;
+
+/** Non-compute intervals of tasks on cluster workers (protocol 1.2). */
+export interface IActionsMessage {
+  type: 'actions';
+  run: RunId;
+  n: number;
+  base: number;
+  /** Row index of the first row in the run's action table. */
+  first: number;
+  /** Lane ids (of `workers` messages). */
+  worker: Uint16Array;
+  /** Index into ACTION_KINDS (a larger code: a kind this panel does not know). */
+  action: Uint8Array;
+  group: Uint16Array;
+  start: Float32Array;
+  stop: Float32Array;
+  /** Bytes moved or read/written; NaN when not known. */
+  bytes: Float64Array;
+}
+
+/** Memory samples of one cluster worker (protocol 1.2). */
+export interface IMemoryMessage {
+  type: 'memory';
+  run: RunId;
+  n: number;
+  base: number;
+  /** The worker's address. */
+  source: string;
+  /** The worker's memory limit in bytes (0: none). */
+  limit: number;
+  time: Float32Array;
+  managed: Float64Array;
+  unmanaged: Float64Array;
+  spilled: Float64Array;
+}
+
+/** A task that raised (text cut by the kernel to a few KB; shown as text only). */
+export interface IExceptionRow {
+  key: string;
+  group: string;
+  worker: string;
+  /** Seconds since the run's t0. */
+  time: number;
+  type: string;
+  message: string;
+  traceback: string;
+}
+
+/** Tasks that raised (protocol 1.2). */
+export interface IExceptionsMessage {
+  type: 'exceptions';
+  run: RunId;
+  /** Index of the first row in the run's exceptions table. */
+  first: number;
+  rows: IExceptionRow[];
+  /** Failures the kernel did not keep (so far). */
+  dropped: number;
+}
+
+/** A worker of a cluster run, as `cluster_workers` lists it. */
+export interface IClusterWorker {
+  address: string;
+  name: string;
+  host: string;
+  threads: number;
+  /** Bytes (0: none). */
+  memoryLimit: number;
+  /** Seconds since t0, or null: there before the run. */
+  joined: number | null;
+  /** Seconds since t0, or null: still there. */
+  left: number | null;
+  /** Why it left (`closed`, `retired`, `lost`, `timed out`, ...), or null. */
+  reason: string | null;
+}
+
+/** The whole set of a run's cluster workers, sent when it changes (protocol 1.2). */
+export interface IClusterWorkersMessage {
+  type: 'cluster_workers';
+  run: RunId;
+  workers: IClusterWorker[];
+}
+
+/** Rows of the workers' transfer logs (protocol 1.2). */
+export interface ITransfersMessage {
+  type: 'transfers';
+  run: RunId;
+  n: number;
+  base: number;
+  /** New worker addresses, appended to the run's address list (ids index it). */
+  addresses: string[];
+  start: Float32Array;
+  stop: Float32Array;
+  source: Uint16Array;
+  destination: Uint16Array;
+  bytes: Float64Array;
+  /** 1: logged by the destination, 0: by the source. */
+  incoming: Uint8Array;
+}
+
 /** Every message the kernel may send. */
 export type KernelMessage =
   | IHelloMessage
@@ -208,7 +319,12 @@ export type KernelMessage =
   | IRunEndMessage
   | IDroppedMessage
   | IStateMessage
-  | IExportMessage;
+  | IExportMessage
+  | IActionsMessage
+  | IMemoryMessage
+  | IExceptionsMessage
+  | IClusterWorkersMessage
+  | ITransfersMessage;
 
 /** Major part of a "major.minor" version string, or NaN. */
 export function majorVersion(version: unknown): number {
@@ -316,6 +432,25 @@ function strList(d: Obj, key: string, type: string): string[] {
     fail(type, `"${key}" must be a list of strings`);
   }
   return v as string[];
+}
+
+/** A finite number or null (absent counts as null). */
+function numOrNull(d: Obj, key: string, type: string): number | null {
+  return d[key] === null || d[key] === undefined ? null : num(d, key, type);
+}
+
+/** A string or null (absent counts as null). */
+function strOrNull(d: Obj, key: string, type: string): string | null {
+  return d[key] === null || d[key] === undefined ? null : str(d, key, type);
+}
+
+/** A list of objects. */
+function recordList(d: Obj, key: string, type: string): Obj[] {
+  const v = d[key];
+  if (!Array.isArray(v) || !v.every(isRecord)) {
+    fail(type, `"${key}" must be a list of objects`);
+  }
+  return v as Obj[];
 }
 
 function sameLength(type: string, lists: { [key: string]: unknown[] }): void {
@@ -460,6 +595,129 @@ export function parseHello(data: unknown): IHelloMessage {
     history: typeof data.history === 'number' ? data.history : 0
   };
 }
+
+// ------------------------------------------------------------------ protocol 1.2
+
+function exceptionRow(r: Obj, i: number): IExceptionRow {
+  const t = `exceptions: rows[${i}]`;
+  return {
+    key: str(r, 'key', t),
+    group: str(r, 'group', t),
+    worker: str(r, 'worker', t),
+    time: num(r, 'time', t),
+    type: str(r, 'type', t),
+    message: str(r, 'message', t),
+    traceback: str(r, 'traceback', t)
+  };
+}
+
+function clusterWorker(w: Obj, i: number): IClusterWorker {
+  const t = `cluster_workers: workers[${i}]`;
+  const name = w.name;
+  if (typeof name !== 'string' && typeof name !== 'number') {
+    fail(t, '"name" must be a string or a number');
+  }
+  const limit = num(w, 'memory_limit', t);
+  return {
+    address: str(w, 'address', t),
+    name: String(name),
+    host: str(w, 'host', t),
+    threads: count(w, 'threads', t),
+    memoryLimit: Math.max(0, limit),
+    joined: numOrNull(w, 'joined', t),
+    left: numOrNull(w, 'left', t),
+    reason: strOrNull(w, 'reason', t)
+  };
+}
+
+const DECODERS_1_2: { [type: string]: Decoder } = {
+  actions: (d, buffers) => {
+    const t = 'actions';
+    const n = count(d, 'n', t);
+    const c = columns(
+      d,
+      buffers,
+      ['worker', 'action', 'group', 'start', 'stop', 'bytes'],
+      t
+    );
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      first: count(d, 'first', t),
+      worker: u16(c.worker, n, 'worker', t),
+      action: u8(c.action, n, 'action', t),
+      group: u16(c.group, n, 'group', t),
+      start: f32(c.start, n, 'start', t),
+      stop: f32(c.stop, n, 'stop', t),
+      bytes: f64(c.bytes, n, 'bytes', t)
+    };
+  },
+  memory: (d, buffers) => {
+    const t = 'memory';
+    const n = count(d, 'n', t);
+    const c = columns(
+      d,
+      buffers,
+      ['time', 'managed', 'unmanaged', 'spilled'],
+      t
+    );
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      source: str(d, 'source', t),
+      limit: Math.max(0, num(d, 'limit', t)),
+      time: f32(c.time, n, 'time', t),
+      managed: f64(c.managed, n, 'managed', t),
+      unmanaged: f64(c.unmanaged, n, 'unmanaged', t),
+      spilled: f64(c.spilled, n, 'spilled', t)
+    };
+  },
+  exceptions: d => {
+    const t = 'exceptions';
+    return {
+      type: t,
+      run: runId(d, t),
+      first: count(d, 'first', t),
+      rows: recordList(d, 'rows', t).map(exceptionRow),
+      dropped: d.dropped === undefined ? 0 : count(d, 'dropped', t)
+    };
+  },
+  cluster_workers: d => {
+    const t = 'cluster_workers';
+    return {
+      type: t,
+      run: runId(d, t),
+      workers: recordList(d, 'workers', t).map(clusterWorker)
+    };
+  },
+  transfers: (d, buffers) => {
+    const t = 'transfers';
+    const n = count(d, 'n', t);
+    const c = columns(
+      d,
+      buffers,
+      ['start', 'stop', 'source', 'destination', 'bytes', 'incoming'],
+      t
+    );
+    return {
+      type: t,
+      run: runId(d, t),
+      n,
+      base: num(d, 'base', t),
+      addresses: d.addresses === undefined ? [] : strList(d, 'addresses', t),
+      start: f32(c.start, n, 'start', t),
+      stop: f32(c.stop, n, 'stop', t),
+      source: u16(c.source, n, 'source', t),
+      destination: u16(c.destination, n, 'destination', t),
+      bytes: f64(c.bytes, n, 'bytes', t),
+      incoming: u8(c.incoming, n, 'incoming', t)
+    };
+  }
+};
 
 const DECODERS: { [type: string]: Decoder } = {
   hello: d => parseHello(d),
@@ -678,7 +936,8 @@ const DECODERS: { [type: string]: Decoder } = {
       mime: str(d, 'mime', t),
       bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
     };
-  }
+  },
+  ...DECODERS_1_2
 };
 
 /**

@@ -24,18 +24,20 @@ describe('the kernel hello, as the connection judges it', () => {
     assert.equal(outcome.status, 'incompatible');
     if ('detail' in outcome) {
       assert.match(outcome.detail, /protocol 2\.3/);
-      assert.match(outcome.detail, /this panel 1\.1/);
+      assert.match(outcome.detail, /this panel 1\.2/);
       assert.match(outcome.detail, /pip install daskprofile/);
     }
   });
 
-  it('speaks protocol 1.1 and still connects to a 1.0 kernel (a minor bump)', () => {
-    assert.equal(PROTOCOL_VERSION, '1.1');
-    const older = { ...fixture('hello').data, protocol: '1.0' };
-    const outcome = checkHello(older);
-    assert.equal(outcome.status, 'connected');
-    if (outcome.status === 'connected') {
-      assert.equal(outcome.hello.protocol, '1.0');
+  it('speaks protocol 1.2 and still connects to a 1.1 or 1.0 kernel (minor bumps)', () => {
+    assert.equal(PROTOCOL_VERSION, '1.2');
+    for (const protocol of ['1.1', '1.0']) {
+      const older = { ...fixture('hello').data, protocol };
+      const outcome = checkHello(older);
+      assert.equal(outcome.status, 'connected');
+      if (outcome.status === 'connected') {
+        assert.equal(outcome.hello.protocol, protocol);
+      }
     }
   });
 

@@ -202,3 +202,140 @@ export function workersMessage(
     kinds
   };
 }
+
+// ------------------------------------------------------------------ protocol 1.2
+
+/** An `actions` message (bytes NaN: not known). */
+export function actionsMessage(
+  run: number | string,
+  first: number,
+  rows: {
+    worker: number;
+    action: number;
+    group?: number;
+    start: number;
+    stop: number;
+    bytes?: number;
+  }[],
+  base = 0
+): IWire {
+  return {
+    data: {
+      type: 'actions',
+      run,
+      n: rows.length,
+      base,
+      first,
+      columns: ['worker', 'action', 'group', 'start', 'stop', 'bytes']
+    },
+    buffers: [
+      view(new Uint16Array(rows.map(r => r.worker))),
+      view(new Uint8Array(rows.map(r => r.action))),
+      view(new Uint16Array(rows.map(r => r.group ?? 0))),
+      view(new Float32Array(rows.map(r => r.start - base))),
+      view(new Float32Array(rows.map(r => r.stop - base))),
+      view(new Float64Array(rows.map(r => r.bytes ?? NaN)))
+    ]
+  };
+}
+
+/** A `memory` message of worker `source`. */
+export function memoryMessage(
+  run: number | string,
+  source: string,
+  rows: {
+    time: number;
+    managed: number;
+    unmanaged?: number;
+    spilled?: number;
+  }[],
+  limit = 0,
+  base = 0
+): IWire {
+  return {
+    data: {
+      type: 'memory',
+      run,
+      n: rows.length,
+      base,
+      source,
+      limit,
+      columns: ['time', 'managed', 'unmanaged', 'spilled']
+    },
+    buffers: [
+      view(new Float32Array(rows.map(r => r.time - base))),
+      view(new Float64Array(rows.map(r => r.managed))),
+      view(new Float64Array(rows.map(r => r.unmanaged ?? 0))),
+      view(new Float64Array(rows.map(r => r.spilled ?? 0)))
+    ]
+  };
+}
+
+/** A `transfers` message (rows incoming unless said otherwise). */
+export function transfersMessage(
+  run: number | string,
+  addresses: string[],
+  rows: {
+    start: number;
+    stop: number;
+    source?: number;
+    destination?: number;
+    bytes: number;
+    incoming?: number;
+  }[],
+  base = 0
+): IWire {
+  return {
+    data: {
+      type: 'transfers',
+      run,
+      n: rows.length,
+      base,
+      addresses,
+      columns: ['start', 'stop', 'source', 'destination', 'bytes', 'incoming']
+    },
+    buffers: [
+      view(new Float32Array(rows.map(r => r.start - base))),
+      view(new Float32Array(rows.map(r => r.stop - base))),
+      view(new Uint16Array(rows.map(r => r.source ?? 0))),
+      view(new Uint16Array(rows.map(r => r.destination ?? 1))),
+      view(new Float64Array(rows.map(r => r.bytes))),
+      view(new Uint8Array(rows.map(r => r.incoming ?? 1)))
+    ]
+  };
+}
+
+/** An exception row as the kernel sends it. */
+export function exceptionRow(
+  key: string,
+  extra: Record<string, unknown> = {}
+): Record<string, unknown> {
+  return {
+    key,
+    group: 'inc',
+    worker: 'tcp://127.0.0.1:40123 thread 0',
+    time: 0.5,
+    type: 'ZeroDivisionError',
+    message: 'division by zero',
+    traceback: 'Traceback (most recent call last):\n  ...\n',
+    ...extra
+  };
+}
+
+/** A cluster worker as `cluster_workers` lists it. */
+export function clusterWorker(
+  address: string,
+  extra: Record<string, unknown> = {}
+): Record<string, unknown> {
+  return {
+    address,
+    name: address.slice(-1),
+    host: '127.0.0.1',
+    threads: 2,
+    memory_limit: 4e9,
+    joined: null,
+    left: null,
+    reason: null,
+    ...extra
+  };
+}

@@ -2,8 +2,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import {
+  checkHello,
   decodeMessage,
+  IActionsMessage,
+  IClusterWorkersMessage,
+  IExceptionsMessage,
   IExportMessage,
+  IMemoryMessage,
+  ITransfersMessage,
   IResourcesMessage,
   IRunEndMessage,
   IStacksMessage,
@@ -12,13 +18,18 @@ import {
   ProtocolError
 } from '../src/protocol';
 import {
+  actionsMessage,
   cacheMessage,
+  clusterWorker,
+  exceptionRow,
   fixture,
   fixtureNames,
   groupsMessage,
+  memoryMessage,
   resourcesMessage,
   runStart,
   tasksMessage,
+  transfersMessage,
   tree,
   workersMessage
 } from './helpers';
@@ -38,8 +49,32 @@ const TYPES = [
   'run_end',
   'dropped',
   'state',
-  'export'
+  'export',
+  'actions',
+  'memory',
+  'exceptions',
+  'cluster_workers',
+  'transfers'
 ];
+
+/** Columnar fixtures: their `decoded` section holds every column's values. */
+const COLUMNAR = [
+  'tasks',
+  'resources',
+  'resources_source',
+  'cache',
+  'actions',
+  'memory',
+  'transfers'
+];
+
+/** `got` matches the encoder's `want` (null in JSON: NaN, a value not known). */
+function close(got: number, want: number | null): boolean {
+  if (want === null) {
+    return Number.isNaN(got);
+  }
+  return Math.abs(got - want) <= 1e-6 * Math.max(1, Math.abs(want));
+}
 
 describe('protocol: shared fixtures (tests/fixtures/protocol)', () => {
   // kernel -> panel messages; panel_*.json are the panel's requests (checked in model tests)
@@ -66,13 +101,16 @@ describe('protocol: shared fixtures (tests/fixtures/protocol)', () => {
     'decodes columnar fixtures to the values the encoder wrote',
     { skip },
     () => {
-      for (const name of ['tasks', 'resources', 'resources_source', 'cache']) {
+      for (const name of COLUMNAR) {
         const { data, buffers, decoded } = fixture(name);
         const msg = decodeMessage(data, buffers) as unknown as Record<
           string,
           ArrayLike<number>
         >;
-        const arrays = (decoded?.arrays ?? {}) as Record<string, number[]>;
+        const arrays = (decoded?.arrays ?? {}) as Record<
+          string,
+          (number | null)[]
+        >;
         assert.ok(
           Object.keys(arrays).length > 0,
           `${name}: no decoded section`
@@ -81,9 +119,17 @@ describe('protocol: shared fixtures (tests/fixtures/protocol)', () => {
           const got = Array.from(msg[column]);
           assert.equal(got.length, values.length, `${name}.${column}`);
           values.forEach((v, i) =>
+            assert.ok(close(got[i], v), `${name}.${column}[${i}]: ${got[i]}`)
+          );
+        }
+        // times: base + offset, in seconds since the run's t0
+        const base = Number(data.base);
+        const times = (decoded?.times ?? {}) as Record<string, number[]>;
+        for (const [column, values] of Object.entries(times)) {
+          values.forEach((v, i) =>
             assert.ok(
-              Math.abs(got[i] - v) <= 1e-6 * Math.max(1, Math.abs(v)),
-              `${name}.${column}[${i}]`
+              close(msg[column][i] + base, v),
+              `${name}.${column} time [${i}]`
             )
           );
         }
@@ -334,5 +380,144 @@ describe('protocol: decoders', () => {
         ),
       /missing column "stop"/
     );
+  });
+});
+
+describe('protocol 1.2: the cluster tables', () => {
+  it('decodes the actions fixture, bytes not known as NaN', () => {
+    const { data, buffers } = fixture('actions');
+    const msg = decodeMessage(data, buffers) as IActionsMessage;
+    assert.equal(msg.type, 'actions');
+    assert.equal(msg.first, 40);
+    assert.deepEqual(Array.from(msg.worker), [0, 1, 3, 3]);
+    assert.deepEqual(Array.from(msg.action), [0, 0, 1, 3]);
+    assert.equal(msg.bytes[0], 8e6);
+    assert.ok(Number.isNaN(msg.bytes[3]));
+  });
+
+  it('decodes the memory fixture: one worker, its limit', () => {
+    const { data, buffers } = fixture('memory');
+    const msg = decodeMessage(data, buffers) as IMemoryMessage;
+    assert.equal(msg.source, 'tcp://127.0.0.1:40123');
+    assert.equal(msg.limit, 4e9);
+    assert.deepEqual(Array.from(msg.spilled), [0, 0, 1.5e8]);
+  });
+
+  it('decodes the transfers fixture: new addresses, which end logged each row', () => {
+    const { data, buffers } = fixture('transfers');
+    const msg = decodeMessage(data, buffers) as ITransfersMessage;
+    assert.deepEqual(msg.addresses, [
+      'tcp://127.0.0.1:40123',
+      'tcp://127.0.0.1:40125'
+    ]);
+    assert.deepEqual(Array.from(msg.incoming), [1, 1, 0]);
+    assert.deepEqual(Array.from(msg.source), [0, 1, 1]);
+  });
+
+  it("decodes the exceptions fixture, the kernel's text as it is", () => {
+    const msg = decodeMessage(fixture('exceptions').data) as IExceptionsMessage;
+    assert.equal(msg.first, 0);
+    assert.equal(msg.dropped, 3);
+    assert.equal(msg.rows.length, 2);
+    assert.equal(msg.rows[0].type, 'ZeroDivisionError');
+    assert.match(msg.rows[0].traceback, /^Traceback/);
+    assert.equal(msg.rows[1].message, '<script>alert(1)</script>');
+    assert.equal(msg.rows[1].key, '<img src=x onerror=alert(1)>');
+  });
+
+  it('decodes the cluster_workers fixture: who joined, who left and why', () => {
+    const msg = decodeMessage(
+      fixture('cluster_workers').data
+    ) as IClusterWorkersMessage;
+    assert.deepEqual(msg.workers[1], {
+      address: 'tcp://127.0.0.1:40125',
+      name: '1',
+      host: '127.0.0.1',
+      threads: 2,
+      memoryLimit: 4e9,
+      joined: 0.25,
+      left: 3.2,
+      reason: 'lost'
+    });
+    assert.equal(msg.workers[0].joined, null);
+    assert.equal(msg.workers[0].reason, null);
+  });
+
+  it('takes a numeric worker name as text, an absent dropped as 0', () => {
+    const w = decodeMessage({
+      type: 'cluster_workers',
+      run: 1,
+      workers: [clusterWorker('tcp://a:1', { name: 7 })]
+    }) as IClusterWorkersMessage;
+    assert.equal(w.workers[0].name, '7');
+    const e = decodeMessage({
+      type: 'exceptions',
+      run: 1,
+      first: 0,
+      rows: []
+    }) as IExceptionsMessage;
+    assert.equal(e.dropped, 0);
+  });
+
+  it('rejects malformed 1.2 messages naming the field', () => {
+    const memory = memoryMessage(1, 'tcp://a:1', [{ time: 0, managed: 1 }]);
+    const actions = actionsMessage(1, 0, [
+      { worker: 0, action: 0, start: 0, stop: 1 }
+    ]);
+    const transfers = transfersMessage(
+      1,
+      ['a', 'b'],
+      [{ start: 0, stop: 1, bytes: 10 }]
+    );
+    const exceptions = (rows: unknown) => ({
+      type: 'exceptions',
+      run: 1,
+      first: 0,
+      rows,
+      dropped: 0
+    });
+    const workers = (w: unknown) => ({
+      type: 'cluster_workers',
+      run: 1,
+      workers: [w]
+    });
+    const bad: [unknown, DataView[], RegExp][] = [
+      [{ ...memory.data, source: null }, memory.buffers, /"source"/],
+      [{ ...memory.data, limit: '4 GB' }, memory.buffers, /"limit"/],
+      [
+        { ...actions.data, columns: ['worker', 'action', 'group', 'start'] },
+        actions.buffers.slice(0, 4),
+        /missing column "stop"/
+      ],
+      [{ ...actions.data, n: 2 }, actions.buffers, /expected 4/],
+      [{ ...actions.data, first: -1 }, actions.buffers, /"first"/],
+      [{ ...transfers.data, addresses: [1] }, transfers.buffers, /addresses/],
+      [exceptions('x'), [], /"rows" must be a list of objects/],
+      [
+        exceptions([exceptionRow('k', { message: undefined })]),
+        [],
+        /rows\[0\]: "message"/
+      ],
+      [exceptions([exceptionRow('k', { time: 'late' })]), [], /"time"/],
+      [{ ...exceptions([]), dropped: -2 }, [], /"dropped"/],
+      [workers(clusterWorker('a', { name: {} })), [], /"name"/],
+      [workers(clusterWorker('a', { threads: -1 })), [], /"threads"/],
+      [workers(clusterWorker('a', { joined: 'soon' })), [], /"joined"/],
+      [workers(clusterWorker('a', { reason: 3 })), [], /"reason"/],
+      [workers(clusterWorker('a', { address: null })), [], /"address"/],
+      [{ type: 'cluster_workers', run: 1, workers: {} }, [], /"workers"/]
+    ];
+    for (const [data, buffers, why] of bad) {
+      assert.throws(
+        () => decodeMessage(data, buffers),
+        (e: unknown) => e instanceof ProtocolError && why.test(e.message),
+        JSON.stringify(data)
+      );
+    }
+  });
+
+  it('still connects to a 1.1 kernel (which sends none of these)', () => {
+    const older = { ...fixture('hello').data, protocol: '1.1' };
+    assert.equal(checkHello(older).status, 'connected');
   });
 });

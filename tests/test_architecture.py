@@ -17,9 +17,12 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "daskprofile"
 
 #: the layers, lowest first: a module may import only from its own layer and those below
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "keys", "meta", "options", "gil", "stacktree", "worker", "hooks"),
+    (
+        *("_version", "keys", "meta", "options", "gil", "stacktree", "worker", "hooks"),
+        *("failures", "spans", "versions"),
+    ),
     ("collectors",),
-    ("run",),
+    ("run", "cluster_tables", "cluster_views"),
     ("distributed",),
     ("record", "callbacks", "memory"),
     ("diagnostics", "export", "report"),

@@ -142,6 +142,10 @@ def test_times_from_a_worker_with_another_clock_are_aligned_to_the_kernels(
         assert abs(row["start"] - (start - t0)) < TOLERANCE, (key, row["start"], start - t0)
         assert abs(row["stop"] - (stop - t0)) < TOLERANCE, (key, row["stop"], stop - t0)
     # the offsets estimated per worker are kept in the run (and saved with it)
+    # and what ran it there
+    workers = run.meta.distributed["workers"]
+    assert workers[far]["versions"]["distributed"] == distributed.__version__
+    assert workers[near]["versions"]["python"] == run.meta.versions["python"]
     clocks = run.meta.distributed["clocks"]
     assert clocks[near] == 0.0  # the kernel's host: one clock
     assert abs(clocks[far] + SKEW) < TOLERANCE

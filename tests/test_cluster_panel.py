@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from daskprofile.jupyter.comm import PROTOCOL_VERSION
 from test_comm_kernel import Panel, _check_run_stream, _has, kernel_with_panel
 
 pytestmark = pytest.mark.slow
@@ -31,9 +32,25 @@ LAST = (
     " run.meta['schedulers'])"
 )
 KERNEL_STACKS = (
-    "import daskprofile.jupyter.comm as c\n"
-    "print(c.hub().session.samplers.stacks.running)"
+    "import daskprofile.jupyter.comm as c\nprint(c.hub().session.samplers.stacks.running)"
 )
+#: a compute whose tasks take chunks computed on the other worker (x.T)
+TRANSFERS = (
+    "import dask.array as da\n"
+    "x = da.random.random((4000, 4000), chunks=500)\n"
+    "print(float((x + x.T).sum().compute()))"
+)
+FAILING = (
+    "def boom(i):\n"
+    "    raise ZeroDivisionError(f'no {i} today')\n"
+    "try:\n"
+    "    client.submit(boom, 3, key='boom-3').result()\n"
+    "except ZeroDivisionError as e:\n"
+    "    print('raised', e)"
+)
+IDS = ("source", "destination", "incoming")
+#: message types of protocol 1.2
+TABLES = {"actions", "memory", "transfers", "exceptions", "cluster_workers"}
 PLUGINS = (
     "print(sorted(n for n in client.run_on_scheduler("
     "lambda dask_scheduler: list(dask_scheduler.plugins)) if n.startswith('daskprofile')))"
@@ -87,12 +104,82 @@ def test_a_cluster_compute_streams_to_the_panel_with_no_user_code(panel: Panel) 
         assert max(m["arrays"]["memory"].max() for m in resources) > 50e6
         summary = panel.of("run_end", rid)[0]["summary"]
         assert summary["tasks"] == int(n)
+        assert not {m["type"] for m in panel.log} & TABLES  # a 1.0 panel: nothing of 1.2
         # the stacks are the workers': the kernel (which runs the scheduler) is not sampled
         assert panel.of("stacks", rid)
         assert panel.execute(KERNEL_STACKS).strip() == "False"
         # until a compute runs in it (the same cell's run is still open when it prints)
         local = "x.sum().compute(scheduler='threads')\n" + KERNEL_STACKS
         assert panel.execute(local).strip() == "True"
+    finally:
+        _close_cluster(panel)
+
+
+def _lanes(panel: Panel, rid: str) -> dict[int, str]:
+    return {
+        i: label
+        for m in panel.of("workers", rid)
+        for i, label in zip(m["ids"], m["labels"], strict=True)
+    }
+
+
+def test_a_1_2_panel_gets_the_cluster_runs_actions_memory_workers_and_failures(
+    panel: Panel,
+) -> None:
+    panel.open(PROTOCOL_VERSION)
+    panel.wait(_has("hello"))
+    panel.execute(CLUSTER, timeout=120)
+    try:
+        panel.execute(TRANSFERS, timeout=120)
+        panel.wait(_has("run_end"), timeout=30)
+        (rid,) = _run_ids(panel)
+        workers = sorted(panel.execute("print(*client.scheduler_info()['workers'])").split())
+        # the workers of the run
+        (members,) = panel.of("cluster_workers", rid)[-1:]
+        assert sorted(w["address"] for w in members["workers"]) == workers
+        assert all(w["threads"] == 2 and w["left"] is None for w in members["workers"])
+        # transfers on the lanes of the worker threads that took the data
+        lanes = _lanes(panel, rid)
+        actions = panel.of("actions", rid)
+        moved = [
+            lanes[int(w)]
+            for m in actions
+            for w, a in zip(m["arrays"]["worker"], m["arrays"]["action"], strict=True)
+            if a == 0
+        ]
+        assert moved
+        assert all(" thread " in label and label.split()[0] in workers for label in moved)
+        assert [m["first"] for m in actions] == [
+            sum(m["n"] for m in actions[:i]) for i in range(len(actions))
+        ]
+        # memory per worker, with its limit
+        memory = panel.of("memory", rid)
+        assert sorted({m["source"] for m in memory}) == workers
+        assert all(m["limit"] > 0 for m in memory)
+        assert max(m["arrays"]["unmanaged"].max() for m in memory) > 10e6
+        # the workers' transfer logs, each transfer logged by both ends
+        transfers = panel.of("transfers", rid)
+        addresses = [a for m in transfers for a in m["addresses"]]
+        assert sorted(set(addresses) - {""}) == workers  # "": a sender not told the receiver
+        incoming = [
+            (addresses[s], addresses[d])
+            for m in transfers
+            for s, d, i in zip(*(m["arrays"][c] for c in IDS), strict=True)
+            if i
+        ]
+        assert incoming
+        assert all(s != d and {s, d} <= set(workers) for s, d in incoming)
+        # a task that raised
+        assert "raised no 3 today" in panel.execute(FAILING, timeout=60)
+        panel.wait(_has("run_end", 2), timeout=30)
+        second = _run_ids(panel)[1]
+        rows = [row for m in panel.of("exceptions", second) for row in m["rows"]]
+        (row,) = rows
+        assert (row["key"], row["type"]) == ("boom-3", "ZeroDivisionError")
+        assert row["message"] == "no 3 today"
+        assert row["worker"].split(" thread ")[0] in workers
+        assert "boom" in row["traceback"]
+        assert not panel.of("exceptions", rid)
     finally:
         _close_cluster(panel)
 

@@ -45,6 +45,7 @@ def test_every_kernel_message_type_of_the_protocol_has_a_fixture() -> None:
     assert kernel_types >= {
         "hello", "error", "run_start", "groups", "workers", "tasks", "resources", "cache",
         "progress", "stacks", "keys", "run_end", "dropped", "state", "export",
+        "actions", "memory", "transfers", "exceptions", "cluster_workers",
     }  # fmt: skip
 
 
@@ -71,12 +72,18 @@ def test_tasks_buffers_are_little_endian_typed_arrays_read_as_the_browser_does()
     assert decoded["arrays"]["status"].tolist() == GEN._TASKS["status"]
 
 
-def test_decoded_section_is_what_decode_reads() -> None:
-    for name in ("tasks", "resources", "resources_source", "cache"):
-        fixture = json.loads((FIXTURES / f"{name}.json").read_text())
-        dec = encode.decode(*encode.from_fixture(fixture))
-        for col, values in fixture["decoded"]["times"].items():
-            assert dec["times"][col].tolist() == values
+COLUMNAR = ("tasks", "resources", "resources_source", "cache", "actions", "memory", "transfers")
+
+
+@pytest.mark.parametrize("name", COLUMNAR)
+def test_decoded_section_is_what_decode_reads(name: str) -> None:
+    fixture = json.loads((FIXTURES / f"{name}.json").read_text())
+    dec = encode.decode(*encode.from_fixture(fixture))
+    assert set(fixture["decoded"]["arrays"]) == set(fixture["data"]["columns"])
+    for col, values in fixture["decoded"]["times"].items():
+        assert dec["times"][col].tolist() == values
+    for col, values in fixture["decoded"]["arrays"].items():
+        assert encode.clean(dec["arrays"][col].tolist()) == values
 
 
 def test_task_rows_cost_17_bytes_of_buffers() -> None:
@@ -202,13 +209,14 @@ def test_only_a_panel_of_protocol_1_1_or_later_speaks_sources() -> None:
         assert not encode.speaks(peer, encode.SOURCE_VERSION), peer
 
 
-def test_this_kernel_speaks_1_1_and_still_accepts_a_1_0_panel() -> None:
+def test_this_kernel_speaks_1_2_and_still_accepts_1_0_and_1_1_panels() -> None:
     from daskprofile.jupyter import comm
 
-    assert comm.PROTOCOL_VERSION == "1.1"
-    assert encode.speaks(comm.PROTOCOL_VERSION, encode.SOURCE_VERSION)
-    assert encode.speaks(comm.PROTOCOL_VERSION, "1.0")
-    assert comm._major("1.0") == comm._major(comm.PROTOCOL_VERSION)
+    assert comm.PROTOCOL_VERSION == "1.2"
+    for version in (encode.TABLES_VERSION, encode.SOURCE_VERSION, "1.0"):
+        assert encode.speaks(comm.PROTOCOL_VERSION, version)
+    for peer in ("1.0", "1.1"):
+        assert comm._major(peer) == comm._major(comm.PROTOCOL_VERSION)
 
 
 def test_run_end_carries_the_reduced_parts_only_when_there_are_some() -> None:
@@ -236,3 +244,95 @@ def test_the_feed_sends_the_runs_reduced_parts_at_its_end() -> None:
     plain = Run({"id": "r8"})
     ((data, _),) = Feed(plain, frozen_cursors(plain)).end()
     assert "reduced" not in data
+
+
+# ---------------------------------------------------------------- protocol 1.2
+
+
+def test_the_cluster_tables_decode_to_what_was_encoded() -> None:
+    for name, expected in (
+        ("actions", GEN._ACTIONS),
+        ("memory", GEN._MEMORY),
+        ("transfers", GEN._TRANSFERS),
+    ):
+        dec = encode.decode(*MESSAGES[name])
+        for col, values in expected.items():
+            got = dec["times"][col] if col in dec["times"] else dec["arrays"][col]
+            assert np.allclose(got, values, atol=1e-6, equal_nan=True), (name, col)
+    actions = encode.decode(*MESSAGES["actions"])
+    assert actions["first"] == 40
+    assert np.isnan(actions["arrays"]["bytes"][-1])  # not known
+    memory = encode.decode(*MESSAGES["memory"])
+    assert (memory["source"], memory["limit"]) == ("tcp://127.0.0.1:40123", 4_000_000_000)
+    transfers = encode.decode(*MESSAGES["transfers"])
+    assert transfers["addresses"] == ["tcp://127.0.0.1:40123", "tcp://127.0.0.1:40125"]
+
+
+def test_action_and_transfer_rows_cost_21_bytes_and_a_memory_sample_28() -> None:
+    for kind, size in (("actions", 21), ("transfers", 21), ("memory", 28)):
+        cols = {c: np.zeros(100) for c, _ in encode.COLUMNS[kind]}
+        source = "tcp://a" if kind == "memory" else None
+        _, buffers = encode.table(kind, "r", cols, first=0, source=source)
+        assert sum(len(b) for b in buffers) == size * 100, kind
+
+
+def test_the_json_messages_of_1_2_keep_their_fields_only_and_are_plain_json() -> None:
+    row = {"key": "k", "group": "g", "worker": "w", "time": np.float64(0.5), "type": "E"}
+    data, buffers = encode.exceptions(
+        "r", [{**row, "message": "m", "traceback": "t", "x": 1}], 2, 0
+    )
+    assert buffers == []
+    assert data["rows"] == [{**row, "time": 0.5, "message": "m", "traceback": "t"}]
+    assert (data["first"], data["dropped"]) == (2, 0)
+    member = {"address": "tcp://a", "joined": np.nan, "left": None, "reason": None, "pid": 3}
+    data, _ = encode.cluster_workers("r", [member])
+    assert data["workers"][0]["joined"] is None  # NaN is not JSON
+    assert "pid" not in data["workers"][0]
+    assert set(data["workers"][0]) == {
+        "address", "name", "host", "threads", "memory_limit", "joined", "left", "reason",
+    }  # fmt: skip
+    json.dumps(data, allow_nan=False)
+
+
+def test_a_memory_batch_names_its_worker_and_only_it_and_resources_have_a_source() -> None:
+    cols = {c: np.zeros(2) for c, _ in encode.COLUMNS["memory"]}
+    with pytest.raises(ValueError, match="source"):
+        encode.table("memory", "r", cols)
+    for kind in ("actions", "transfers"):
+        other = {c: np.zeros(2) for c, _ in encode.COLUMNS[kind]}
+        with pytest.raises(ValueError, match="source"):
+            encode.table(kind, "r", other, source="tcp://a")
+
+
+@pytest.mark.parametrize(
+    ("name", "change"),
+    [
+        ("memory", {"source": None}),
+        ("memory", {"limit": "lots"}),
+        ("transfers", {"addresses": None}),
+        ("transfers", {"addresses": [1]}),
+        ("actions", {"source": "tcp://a"}),
+        ("exceptions", {"rows": [{"key": "k"}]}),
+        ("exceptions", {"rows": "boom"}),
+        ("exceptions", {"first": None}),
+        ("cluster_workers", {"workers": [None]}),
+    ],
+)
+def test_decode_rejects_malformed_1_2_messages(name: str, change: dict[str, object]) -> None:
+    data, buffers = MESSAGES[name]
+    with pytest.raises(ValueError):
+        encode.decode({**data, **change}, buffers)
+
+
+def test_what_each_message_needs_of_the_panel() -> None:
+    needs = {name: encode.needs(data) for name, (data, _) in MESSAGES.items()}
+    new = {"actions", "memory", "transfers", "exceptions", "cluster_workers", "workers_actions"}
+    assert {n for n, v in needs.items() if v == "1.2"} == new
+    assert {n for n, v in needs.items() if v == "1.1"} == {"resources_source"}
+    # a lane only actions use (a worker's address alone) is new in 1.2; a thread's is not
+    assert encode.needs(encode.workers("r", [0], ["tcp://a:1 thread 0"])[0]) == "1.0"
+    assert encode.needs(encode.workers("r", [0], ["tcp://a:1"])[0]) == "1.2"
+    for local in ("process 12", "main thread", "thread 3", "worker 0"):  # worker 0: to_run
+        assert encode.needs(encode.workers("r", [0], [local])[0]) == "1.0"
+    assert not encode.speaks("1.1", encode.TABLES_VERSION)
+    assert encode.speaks("1.2", encode.TABLES_VERSION)

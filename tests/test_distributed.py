@@ -438,7 +438,7 @@ def test_a_plugin_that_cannot_register_leaves_nothing_behind(inproc_client: Any)
     assert {dd.task_worker_address(w) for w in tasks["workers"]} == _workers(inproc_client)
 
     # what is reduced, and why
-    assert set(collector.reduced) == {"stacks", "resources"}
+    assert set(collector.reduced) == {"stacks", "resources", "actions", "transfers", "memory"}
     for why in collector.reduced.values():
         assert why.startswith("the worker plugin could not be registered (RuntimeError: "), why
     assert "heartbeats" in collector.reduced["resources"]
@@ -475,7 +475,7 @@ def test_a_run_names_what_it_recorded_in_a_reduced_way(
             assert inproc_client.gather(inproc_client.map(crunch, [1.0, 1.01])) == [1.0, 1.01]
     assert len([w for w in caught if "daskprofile" in str(w.message)]) == 1
     assert len(run.tasks) == 2
-    assert set(run.meta.reduced) == {"stacks", "resources"}
+    assert set(run.meta.reduced) == {"stacks", "resources", "actions", "transfers", "memory"}
     assert (ALL_TASKS in run.stacks) == ("distributed's profiler" in run.meta.reduced["stacks"])
     assert run.meta.errors == []
     assert len(run.resources) >= 5

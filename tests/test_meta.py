@@ -88,3 +88,19 @@ def test_reduced_parts_are_a_typed_field_saved_with_the_run(tmp_path: Path) -> N
     old = Run({"id": "r5"}).to_dict()  # a file of before the field: nothing reduced
     del old["meta"]["reduced"]
     assert Run.from_dict(old).meta.reduced == {}
+
+
+def test_a_run_says_what_ran_it_and_keeps_it(tmp_path: Path) -> None:
+    import platform
+
+    import dask
+
+    with daskprofile.profile(resources=False, stacks=False) as run:
+        dask.compute(dask.delayed(sum)([1, 2]))
+    versions = run.meta.versions
+    assert versions["python"] == platform.python_version()
+    assert versions["dask"] == dask.__version__
+    assert versions["daskprofile"] == daskprofile.__version__
+    assert daskprofile.load(run.save(tmp_path / "v.npz")).meta.versions == versions
+    with pytest.raises(ValueError, match="'versions'"):
+        RunMeta.from_dict({"versions": {"dask": 2026}})

@@ -51,6 +51,7 @@ def test_tasks_view_columns_and_values(run: Run) -> None:
         "status",
         "error",
         "compute",
+        "span",
     ]
     assert len(df) == 8
     assert set(df["group"]) == {"busy", "sum", "fail"}

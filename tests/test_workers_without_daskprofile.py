@@ -225,7 +225,7 @@ def test_a_cluster_whose_workers_lack_daskprofile_is_recorded_from_the_scheduler
 
     # what is reduced, and why
     reduced = run.meta.reduced
-    assert set(reduced) == {"stacks", "resources"}
+    assert set(reduced) == {"stacks", "resources", "actions", "transfers", "memory"}
     for why in reduced.values():
         assert why.startswith("workers lack daskprofile (ModuleNotFoundError: "), why
     assert "heartbeats" in reduced["resources"]
@@ -239,6 +239,21 @@ def test_a_cluster_whose_workers_lack_daskprofile_is_recorded_from_the_scheduler
     assert proc["workers"] == [worker]
     assert len(proc["time"]) >= 3
     assert max(proc["cpu"]) > 0
+
+    # the cluster tables: workers from the scheduler, memory from the heartbeats, no
+    # transfer logs (and no actions: these tasks have no dependencies)
+    members = run.workers
+    assert members["address"].tolist() == [worker]
+    assert (members["name"].tolist(), members["threads"].tolist()) == (["plain"], [2])
+    memory = run.memory
+    assert len(memory) >= 3
+    assert set(memory["worker"]) == {worker}
+    assert (memory["process"] > 10_000_000).all()
+    assert memory["spill_count"].isna().all()
+    assert run.transfers.empty
+    assert run.actions.empty
+    assert "heartbeats" in reduced["memory"]
+    assert "startstops" in reduced["actions"]
 
     # stacks: distributed's own profiler, if it ran, in one group
     assert set(run.stacks) <= {ALL_TASKS}
@@ -257,3 +272,4 @@ def test_a_cluster_whose_workers_lack_daskprofile_is_recorded_from_the_scheduler
     # and it saves and loads with the run
     loaded = daskprofile.load(run.save(tmp_path / "run.npz"))
     assert loaded.meta.reduced == reduced
+    assert loaded.memory.equals(memory)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .record.profile import profile
     from .report import performance_report
     from .run import Run, load
+    from .spans import span
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "load": "run",
     "MemorySampler": "memory",
     "performance_report": "report",
+    "span": "spans",
 }
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "load",
     "performance_report",
     "profile",
+    "span",
     "visualize",
 ]
 

@@ -40,11 +40,14 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping
+from functools import cached_property
 from threading import get_ident
 from time import perf_counter
 from types import ModuleType
 from typing import Any, Protocol
 
+from . import failures
+from . import spans as _spans
 from . import worker as _worker
 
 __all__ = [
@@ -294,6 +297,23 @@ def _error_name(packed: Any) -> str:
         return "Exception"
 
 
+def _packed_exception(packed: Any) -> BaseException | None:
+    """The exception of a task dask reports failed (``(exception, traceback)``), if any."""
+    try:
+        exc = packed[0]
+    except Exception:
+        return None
+    return exc if isinstance(exc, BaseException) else None
+
+
+def _with_failure(extra: dict[str, Any] | None, exc: BaseException | None) -> dict[str, Any]:
+    """``extra`` with the failed task's ``(message, traceback)`` (:mod:`.failures`): made
+    where the task ran, for failed tasks only."""
+    out = dict(extra) if extra else {}
+    out[failures.EXTRA] = failures.describe(exc) if exc is not None else ("", "")
+    return out
+
+
 def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[..., Any]:
     """Local-mode ``submit`` for ``compute``: hands dask's batches of tasks to the executor
     as :func:`run_batch`, which times each task where it runs.
@@ -335,18 +355,23 @@ def _local_submit(compute: Compute, submit: Callable[..., Any]) -> Callable[...,
             running[tid] = (key, task)
             done: Any = None
             error: str | None = None
+            raised: BaseException | None = None
             start = perf_counter()  # the task runs from here
             try:
                 done = execute(*a)
             except BaseException as exc:  # dask's sync default re-raises a task's error
                 error = type(exc).__name__
+                raised = exc
                 raise
             finally:
                 stop = perf_counter()
                 running.pop(tid, None)
                 if done is not None and done[2]:  # failed, packed by dask
                     error = _error_name(done[1])
+                    raised = _packed_exception(done[1])
                 extra = _task_done(False, hooks) if hooks else None
+                if error is not None:
+                    extra = _with_failure(extra, raised)
                 sub = start if submitted is None else submitted
                 append((key, sub, start, stop, _pid, tid, error, extra, deps))
                 busy += stop - start
@@ -461,7 +486,7 @@ class _PackException:
         _tls.task = None
         extra = _task_done(self.track, self.hooks)
         ev = TaskEvent(task[0], task[1], stop, _pid, get_ident(), type(exc).__name__)
-        ev.extra = extra
+        ev.extra = _with_failure(extra, exc)
         inner_dumps = dumps.inner if type(dumps) is _Dumps else dumps
         try:
             ev.payload = self.inner(exc, inner_dumps)
@@ -518,6 +543,10 @@ class Compute:
         self.t_start = perf_counter()
         self.dsk: Mapping[Any, Any] = {}
         self.state: dict[str, Any] = {}
+        #: the graph ``get_async`` was given (an expression keeps its layers' annotations)
+        self.graph: Any = None
+        #: the span open when the compute started (:func:`.spans.current`)
+        self.span: _spans.Name | None = None
         #: the keys the compute returns (dask never releases their results)
         self.outputs = outputs
         #: rows of finished tasks not yet handed to ``on_tasks`` listeners (see :data:`Row`)
@@ -543,6 +572,12 @@ class Compute:
         self.per_task = bool(self._on_task)
         #: whether tasks are timed in local mode (set by the hook before the compute runs)
         self.local = False
+
+    @cached_property
+    def spans(self) -> _spans.SpanMap | None:
+        """The spans of this compute's tasks (:func:`.spans.of_compute`); None when no span
+        is in use. Read once the compute has started."""
+        return _spans.of_compute(self.graph, self.span)
 
     def _set_hooks(self, table: dict[str, list[tuple[Any, Callable[..., None]]]]) -> None:
         # a listener with on_tasks gets batches only, even if it also has on_task
@@ -598,6 +633,9 @@ class Compute:
         raised = _tls.raised
         if raised is not None:
             _tls.raised = None
+            if self._on_tasks:  # (dask re-raised it: ``unwrap`` never saw it)
+                raised.submit = self._submitted.pop(raised.key, raised.start)
+                self._pend(raised)
             self._deliver_error(raised)
         self.drain()
         self._emit("on_compute_end", state, failed)
@@ -683,6 +721,7 @@ class Compute:
         self.drain()
         self.dsk = {}
         self.state = {}
+        self.graph = None
         self._submitted.clear()
         self._last = None
 
@@ -780,6 +819,7 @@ def _wrap(a: dict[str, Any], compute: Compute) -> None:
 def _run_hooked(bound: inspect.BoundArguments, active: tuple[Any, ...]) -> Any:
     a = bound.arguments
     compute = Compute(active, _scheduler_kind(a.get("get_id")), _outputs(a.get("result")))
+    compute.graph, compute.span = a.get("dsk"), _spans.current()
     callbacks = a.get("callbacks")
     if callbacks is None:
         from dask.callbacks import Callback as DaskCallback

@@ -4,7 +4,8 @@ Who ran what, where and when (``id``, ``host``, ``pid``, ``wall0``, ``t0``, ``t1
 was recorded (``options``, ``schedulers``, ``computes``), what was lost (``dropped``,
 ``errors``), what was recorded in a reduced way and why (``reduced``, ``{part: why}``: e.g.
 the stacks and resources of cluster workers without daskprofile), what it is called
-(``title``, ``code``) and the cluster it ran on (``distributed``). Fields are checked when a
+(``title``, ``code``), the cluster it ran on (``distributed``) and the versions of Python and
+of the libraries that ran it (``versions``). Fields are checked when a
 run is made or loaded: a file with a field of the wrong type is refused with a
 ``ValueError`` naming the field, never half-read.
 
@@ -50,6 +51,9 @@ class RunMeta(MutableMapping[str, Any]):
     title: str | None = None
     code: str | None = None
     distributed: dict[str, Any] | None = None
+    #: where it ran: ``{"python": ..., "dask": ..., "distributed": ..., "daskprofile": ...}``
+    #: of the recording process (a cluster's workers: ``distributed["workers"][a]["versions"]``)
+    versions: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -68,6 +72,7 @@ class RunMeta(MutableMapping[str, Any]):
         meta.errors = list(meta.errors)
         meta.dropped = {str(k): int(v) for k, v in meta.dropped.items()}
         meta.reduced = dict(meta.reduced)
+        meta.versions = dict(meta.versions)
         return meta
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,6 +130,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "title": (str, type(None)),
     "code": (str, type(None)),
     "distributed": (dict, type(None)),
+    "versions": (dict,),
 }
 _FIELDS = frozenset(_TYPES)
 
@@ -134,8 +140,8 @@ def _check(name: str, value: Any) -> None:
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         kinds = " or ".join(t.__name__ for t in allowed)
         raise ValueError(f"run metadata {name!r} must be {kinds}, got {value!r}")
-    if name == "reduced" and not _str_to_str(value):
-        raise ValueError(f"run metadata 'reduced' must map str to str, got {value!r}")
+    if name in ("reduced", "versions") and not _str_to_str(value):
+        raise ValueError(f"run metadata {name!r} must map str to str, got {value!r}")
 
 
 def _str_to_str(mapping: Any) -> bool:

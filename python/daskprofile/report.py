@@ -8,7 +8,10 @@
 Everything computed in the block, through the sync, threads or processes scheduler or on
 the default ``distributed`` client's cluster, is profiled (tasks, resources, cache, stacks)
 and written as a self-contained HTML snapshot with the calling code, like
-``distributed.performance_report``. If the cluster cannot be recorded, the report says so.
+``distributed.performance_report``. On a cluster it also has what distributed's report
+shows: where it ran (scheduler, workers, threads, memory, versions), transfers and disk
+reads/writes on the task stream, the workers' memory and the bandwidth by worker and by
+type. If the cluster cannot be recorded, the report says so.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import cluster_tables as _cluster
+from . import spans as _spans
+from .collectors.exceptions import COLUMNS as EXCEPTION_COLUMNS
+from .collectors.exceptions import empty as _empty_exceptions
 from .meta import VERSION, RunMeta
 
 if TYPE_CHECKING:
@@ -27,18 +31,21 @@ FORMAT = "daskprofile-run"
 Table = dict[str, Any]
 Tree = dict[str, Any]
 
-TASK_COLUMNS = ("key", "group", "worker", "submit", "start", "stop", "status", "error", "compute")
+TASK_COLUMNS = (
+    *("key", "group", "worker", "submit", "start", "stop", "status", "error", "compute"),
+    "span",
+)
 RESOURCE_COLUMNS = ("time", "cpu", "memory", "processes")
 CACHE_COLUMNS = ("time", "group", "metric")
 
 #: numeric columns saved per table (lookups and keys are saved separately)
 _ARRAYS = {
-    "tasks": ("group", "worker", "submit", "start", "stop", "error", "compute"),
+    "tasks": ("group", "worker", "submit", "start", "stop", "error", "compute", "span"),
     "cache": ("time", "group", "metric"),
     "resources": RESOURCE_COLUMNS,
 }
 _LOOKUPS = {
-    "tasks": ("groups", "workers", "error_types", "dropped"),
+    "tasks": ("groups", "workers", "error_types", "spans", "dropped"),
     "cache": ("groups", "dropped"),
 }
 
@@ -54,9 +61,11 @@ def _empty_tasks() -> Table:
         "stop": f8,
         "error": np.empty(0, np.uint16),
         "compute": u4,
+        "span": np.empty(0, np.uint16),
         "groups": [],
         "workers": [],
         "error_types": [None],
+        "spans": [None],
         "dropped": 0,
     }
 
@@ -84,6 +93,7 @@ _EMPTY: dict[str, Callable[[], Table]] = {
     "tasks": _empty_tasks,
     "cache": _empty_cache,
     "resources": _empty_resources,
+    "exceptions": _empty_exceptions,  # plain lists (bounded, saved as JSON)
 }
 
 
@@ -145,10 +155,13 @@ class Run:
         return self._data.get(name)
 
     def raw(self, name: str, keys: bool = True) -> Table:
-        """The raw columns of ``tasks``, ``cache`` or ``resources`` (times in perf_counter s).
+        """The raw columns of ``tasks``, ``cache``, ``resources`` or ``exceptions`` (times in
+        perf_counter s).
 
         ``keys=False``: the tasks table may come without its ``key`` column (cheaper: keys
         are the one column rebuilt row by row from the compact form)."""
+        if name in _cluster.NAMES:  # actions, transfers, memory, workers (cluster_tables)
+            return _cluster.raw(name, self._table(name))
         table = self._table(name)
         if table is None:
             return _EMPTY[name]()
@@ -186,7 +199,8 @@ class Run:
     @property
     def tasks(self) -> pd.DataFrame:
         """One row per task: key, group, worker, submit/start/stop (s since t0), status,
-        error (exception type name or None), compute (number of the compute)."""
+        error (exception type name or None), compute (number of the compute), span (its
+        names joined with ``"/"``, or None)."""
         t = self.raw("tasks")
         groups = np.asarray(t["groups"] + [""], dtype=object)
         workers = np.asarray(t["workers"] + [""], dtype=object)
@@ -204,9 +218,31 @@ class Run:
                 "status": np.where(err == 0, "ok", "error").astype(object),
                 "error": errors[err],
                 "compute": np.asarray(t["compute"], dtype=np.int64),
+                "span": _spans.paths(t),
             },
             columns=list(TASK_COLUMNS),
         )
+
+    @property
+    def exceptions(self) -> pd.DataFrame:
+        """One row per task that raised (the first ones, see ``meta.dropped``): key, group,
+        worker, time (s since t0), type, message, traceback, compute, span."""
+        e = self.raw("exceptions")
+        return _frame(
+            {
+                **{name: list(e[name]) for name in EXCEPTION_COLUMNS},
+                "time": np.asarray(e["time"], dtype=np.float64) - self.t0,
+                "span": [_spans.path(tuple(s)) if s else None for s in e["span"]],
+            },
+            columns=list(EXCEPTION_COLUMNS),
+        )
+
+    def filter(self, *, span: str) -> Run:
+        """A finished copy of this run with only the tasks (and exceptions) of span ``span``
+        (a path: ``"load"``, ``"load/clean"``) and its sub-spans; the tables that are not
+        per task (resources, cache, stacks) are kept whole. Every view reads it as a run:
+        ``run.filter(span="load").summary()``, ``.to_html(...)``."""
+        return _spans_filter(self, _spans.check(span, "span"))
 
     @property
     def resources(self) -> pd.DataFrame:
@@ -257,8 +293,63 @@ class Run:
         rows = hot_lines(self.stacks, func_or_name)
         return _frame(rows, columns=["filename", "line", "count"])
 
+    # ------------------------------------------------------------------ cluster tables
+    @property
+    def actions(self) -> pd.DataFrame:
+        """What distributed records of tasks besides compute, one row per action: key,
+        group, action (``transfer``, ``disk-read``, ``disk-write``, ``deserialize``),
+        worker (address), start/stop (s since t0), peer (the worker a transfer came from),
+        bytes (<NA>: not known). Cluster runs only."""
+        from . import cluster_views
+
+        return cluster_views.actions(self.raw("actions"), self.t0)
+
+    @property
+    def transfers(self) -> pd.DataFrame:
+        """The workers' transfer logs, one row per transfer and end that logged it:
+        start/stop (s since t0), direction (``incoming``: logged by the destination,
+        ``outgoing``: by the source), source, destination, bytes, compressed (bytes sent,
+        outgoing only), keys, type (of the largest value moved)."""
+        from . import cluster_views
+
+        return cluster_views.transfers(self.raw("transfers"), self.t0)
+
+    @property
+    def memory(self) -> pd.DataFrame:
+        """Memory of each worker over time (as distributed splits it): process, managed
+        (in RAM), unmanaged (old, recent), spilled (bytes on disk), spilled_keys,
+        spill/unspill counts and bytes since the run began, limit."""
+        from . import cluster_views
+
+        return cluster_views.memory(self.raw("memory"), self.t0)
+
+    @property
+    def workers(self) -> pd.DataFrame:
+        """The workers seen: address, name, host, pid, threads, memory_limit, joined/left
+        (s since t0; NaN: before the run / still there), reason (``closed``, ``retired``,
+        ``lost``, ``timed out``), cause, and the keys it took (processing, lost, killed)."""
+        from . import cluster_views
+
+        return cluster_views.workers(self.raw("workers"), self.t0)
+
+    @property
+    def reruns(self) -> pd.DataFrame:
+        """Tasks that ran again (key, group, runs, why, worker, killed): see
+        :func:`daskprofile.cluster_views.reruns`."""
+        from . import cluster_views
+
+        return cluster_views.reruns(self.tasks, self.workers)
+
+    def bandwidth(self, by: str = "workers", dt: float = 1.0) -> pd.DataFrame:
+        """Bytes/s of the transfers per (source, destination) (``by="workers"``), per type
+        of data (``"type"``) or over time in bins of ``dt`` s (``"time"``)."""
+        from . import cluster_views
+
+        return cluster_views.bandwidth(self.transfers, by, dt)
+
     def summary(self) -> dict[str, Any]:
-        """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records.
+        """Wall time, task counts, per-group table, peak memory, mean CPU, dropped records,
+        failed tasks per exception type (``error_types``) and the per-span table (``spans``).
 
         Computed from the columns (no key decoded, no pandas): the panel asks for it at the
         end of every run, in a thread that shares the GIL with the next compute."""
@@ -275,8 +366,10 @@ class Run:
             "schedulers": list(self.meta.schedulers),
             "tasks": len(err),
             "errors": int(np.count_nonzero(err)),
+            "error_types": _error_counts(tasks),
             "workers": len({labels[w] for w in np.unique(workers).tolist()}),
             "groups": _group_table(tasks),
+            "spans": _span_table(tasks),
             "peak_memory": int(np.max(res["memory"])) if len(res["memory"]) else None,
             "mean_cpu": float(np.mean(res["cpu"])) if len(res["cpu"]) else None,
             "dropped": dict(self.meta.dropped),
@@ -301,6 +394,7 @@ class Run:
             out[name] = {k: _listify(v) for k, v in table.items()}
         out["stacks"] = self.stacks
         out["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        out["cluster"] = _cluster.to_lists(self.raw)
         return out
 
     @classmethod
@@ -316,6 +410,7 @@ class Run:
             data[name] = table
         data["stacks"] = dict(d.get("stacks") or {})
         data["stack_history"] = [tuple(h) for h in d.get("stack_history") or []]
+        data.update(_cluster.from_lists(d.get("cluster")))
         return cls(d.get("meta") or {}, data)
 
     def save(self, path: str | os.PathLike[str]) -> str:
@@ -336,6 +431,9 @@ class Run:
         }
         head["stacks"] = self.stacks
         head["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        head["exceptions"] = self.raw("exceptions")
+        cluster_arrays, head["cluster"] = _cluster.save(self.raw)
+        arrays.update(cluster_arrays)
         arrays["__json__"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
         path = os.fspath(path)
         with open(path, "wb") as f:
@@ -375,10 +473,13 @@ def load(path: str | os.PathLike[str]) -> Run:
         _check_format(head.get("format"), head.get("version"))
         data: dict[str, Any] = {}
         for name, cols in _ARRAYS.items():
-            table = {col: z[f"{name}.{col}"] for col in cols}
+            table = _EMPTY[name]()  # a column missing from an older file: none of its rows
+            table.update({col: z[f"{name}.{col}"] for col in cols if f"{name}.{col}" in z})
             table.update(head.get(name) or {})
             data[name] = table
         data["tasks"]["key"] = _unpack_strings(z["tasks.key_text"], z["tasks.key_end"])
+        data.update(_cluster.load(z, head.get("cluster")))
+    data["exceptions"] = head.get("exceptions") or _empty_exceptions()
     data["stacks"] = head.get("stacks") or {}
     data["stack_history"] = [tuple(h) for h in head.get("stack_history") or []]
     return Run(head.get("meta") or {}, data)
@@ -431,6 +532,64 @@ def _cluster_summary(described: Any) -> dict[str, Any] | None:
         "threads": sum(int(w.get("nthreads", 0) or 0) for w in infos),
         "memory_limit": sum(int(w.get("memory_limit", 0) or 0) for w in infos),
     }
+
+
+def _error_counts(tasks: Table) -> dict[str, int]:
+    """Failed tasks per exception type name, most first."""
+    err = np.asarray(tasks["error"], dtype=np.int64)
+    counts = np.bincount(err[err != 0], minlength=len(tasks["error_types"]))
+    names = tasks["error_types"]
+    order = np.argsort(-counts, kind="stable")
+    return {str(names[i]): int(counts[i]) for i in order.tolist() if counts[i]}
+
+
+def _span_table(tasks: Table) -> list[dict[str, Any]]:
+    """Per span (its path; tasks outside every span are left out): tasks, total task time
+    and errors, in order of first appearance."""
+    ids = np.asarray(tasks.get("span", ()), dtype=np.int64)
+    lookup = list(tasks.get("spans") or [None])
+    if len(ids) != len(tasks["start"]) or len(lookup) <= 1 or not ids.any():
+        return []
+    start = np.asarray(tasks["start"], dtype=np.float64)
+    duration = np.asarray(tasks["stop"], dtype=np.float64) - start
+    failed = np.asarray(tasks["error"]) != 0
+    used, first_row = np.unique(ids[ids != 0], return_index=True)
+    rows = []
+    for sid in used[np.argsort(first_row, kind="stable")].tolist():
+        mine = ids == sid
+        rows.append(
+            {
+                "span": _spans.path(tuple(lookup[sid])),
+                "tasks": int(np.count_nonzero(mine)),
+                "total": float(duration[mine].sum()),
+                "errors": int(np.count_nonzero(failed & mine)),
+            }
+        )
+    return rows
+
+
+def _spans_filter(run: Run, selected: str) -> Run:
+    """``run.filter(span=selected)``: see :meth:`Run.filter`."""
+    tasks = dict(run.raw("tasks"))
+    keep = _spans.selected_rows(tasks, selected)
+    for name in ("group", "worker", "submit", "start", "stop", "error", "compute", "span"):
+        column = np.asarray(tasks.get(name, ()))
+        tasks[name] = column[keep] if len(column) == len(keep) else column[:0]
+    tasks["key"] = [k for k, kept in zip(tasks["key"], keep.tolist(), strict=True) if kept]
+    failures = run.raw("exceptions")
+    rows = [
+        i
+        for i, names in enumerate(failures["span"])
+        if _spans.within(_spans.path(tuple(names)) if names else None, selected)
+    ]
+    exceptions = {name: [failures[name][i] for i in rows] for name in EXCEPTION_COLUMNS}
+    exceptions["dropped"] = failures.get("dropped", 0)
+    tables = set(run._data) | set(run.sources())  # every other table, whole
+    data: dict[str, Any] = {name: run._table(name) for name in tables}
+    data |= {"tasks": tasks, "exceptions": exceptions}
+    meta = run.meta.to_dict() | {"span": selected}
+    meta["finished"] = True
+    return Run(meta, data)
 
 
 def _group_table(tasks: Table) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ import { Controller } from '../controller';
 import { ChangeKind, ProfileModel } from '../model';
 import { INSTALL_HINT } from '../protocol';
 import { CanvasView } from './canvas';
+import { ExceptionsView } from './exceptions';
 import { FlameGraphView } from './flameGraph';
+import { MemoryView } from './memory';
 import { ProgressView } from './progress';
 import { CacheView, ResourcesView } from './resources';
 import { RunBar } from './runBar';
@@ -20,9 +22,10 @@ export interface IPanelOptions {
 }
 
 /**
- * The left-sidebar "Dask Profile" panel: a header with the followed kernel and the run
- * bar, then progress, task stream, CPU/memory and cache lines, and the flame graph. The
- * model's state is mirrored in data attributes on the panel node (for tests and styling).
+ * The "Dask Profile" panel, in a sidebar or the main area: a header with the followed
+ * kernel and the run bar, then progress, task stream, CPU/memory lines, a cluster's memory
+ * and bandwidth, cache lines, a cluster's exceptions, and the flame graph. The model's
+ * state is mirrored in data attributes on the panel node (for tests and styling).
  */
 export class ProfilePanel extends Widget {
   constructor(controller: Controller) {
@@ -33,15 +36,19 @@ export class ProfilePanel extends Widget {
 
     const header = document.createElement('div');
     header.className = 'jp-DaskProfile-header';
+    const titleRow = document.createElement('div');
+    titleRow.className = 'jp-DaskProfile-titleRow';
     const title = document.createElement('div');
     title.className = 'jp-DaskProfile-title';
     title.textContent = 'Dask Profile';
+    this.tools.className = 'jp-DaskProfile-tools';
+    titleRow.append(title, this.tools);
     this._kernel.className = 'jp-DaskProfile-kernel';
     this._status.className = 'jp-DaskProfile-status';
     this._notice.className = 'jp-DaskProfile-notice';
     this.runBar = new RunBar(model);
     header.append(
-      title,
+      titleRow,
       this._kernel,
       this._status,
       this._notice,
@@ -53,6 +60,8 @@ export class ProfilePanel extends Widget {
     this.taskStream = new TaskStreamView(model, this.viewport);
     this.resources = new ResourcesView(model, this.viewport);
     this.cache = new CacheView(model, this.viewport);
+    this.memory = new MemoryView(model, this.viewport);
+    this.exceptions = new ExceptionsView(model);
     this.flame = new FlameGraphView(model, this.viewport);
 
     const streamTools = document.createElement('div');
@@ -76,9 +85,11 @@ export class ProfilePanel extends Widget {
         streamTools,
         this.taskStream.node,
         this.resources.node,
+        this.memory.node,
         this.cache.node,
         this.taskStream.legend
       ),
+      this.exceptions.node,
       this._section('flame', 'Flame graph', this.flame.toolbar, this.flame.node)
     );
     this.node.append(header, this.body);
@@ -93,12 +104,17 @@ export class ProfilePanel extends Widget {
 
   /** Where the views go. */
   readonly body = document.createElement('div');
+  /** Buttons at the right of the header's title (e.g. where the panel lives). */
+  readonly tools = document.createElement('div');
   readonly viewport: TimeViewport;
   readonly runBar: RunBar;
   readonly progress: ProgressView;
   readonly taskStream: TaskStreamView;
   readonly resources: ResourcesView;
   readonly cache: CacheView;
+  /** A cluster's memory and bandwidth (protocol 1.2; hidden without them). */
+  readonly memory: MemoryView;
+  readonly exceptions: ExceptionsView;
   readonly flame: FlameGraphView;
 
   get model(): ProfileModel {
@@ -132,14 +148,20 @@ export class ProfilePanel extends Widget {
       view.dispose();
     }
     this.progress.dispose();
+    this.exceptions.dispose();
     this.runBar.dispose();
     super.dispose();
   }
 
   protected onAfterShow(_msg: Message): void {
-    this._controller.active = true;
-    this.refreshTheme();
-    this.taskStream.update();
+    this._onShown();
+  }
+
+  /** Attached while visible (e.g. restored into the main area): shown, with no show. */
+  protected onAfterAttach(_msg: Message): void {
+    if (this.isVisible) {
+      this._onShown();
+    }
   }
 
   protected onAfterHide(_msg: Message): void {
@@ -152,8 +174,20 @@ export class ProfilePanel extends Widget {
     }
   }
 
+  private _onShown(): void {
+    this._controller.active = true;
+    this.refreshTheme();
+    this.taskStream.update();
+  }
+
   private _canvases(): CanvasView[] {
-    return [this.taskStream, this.resources, this.cache, this.flame];
+    return [
+      this.taskStream,
+      this.resources,
+      this.memory,
+      this.cache,
+      this.flame
+    ];
   }
 
   private _section(

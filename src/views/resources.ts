@@ -61,7 +61,8 @@ function drawSeries(
   ctx.stroke();
 }
 
-abstract class TimeSeriesView extends CanvasView {
+/** A canvas on the task stream's time axis that redraws when its kinds of data change. */
+export abstract class TimeSeriesView extends CanvasView {
   constructor(
     className: string,
     height: number,

@@ -1,6 +1,7 @@
 /**
  * The run bar under the panel header: a run list to switch runs, the run's summary
- * (wall time, tasks, groups, peak memory, mean CPU, dropped records), a warning line naming
+ * (wall time, tasks, groups, peak memory, mean CPU, a cluster's workers that joined or
+ * left and the bytes its workers moved, dropped records), a warning line naming
  * what was recorded in a reduced way (e.g. cluster workers without daskprofile),
  * pause/resume and export buttons. Exports arrive through the model and are saved as
  * downloads.
@@ -173,6 +174,12 @@ export class RunBar {
         `${formatCount(c.workers)} workers · ${formatCount(c.threads)} threads` +
           (c.memoryLimit > 0 ? ` · ${formatBytes(c.memoryLimit)}` : '')
       ]);
+    }
+    if (s.clusterWorkers !== '') {
+      items.push(['Workers', s.clusterWorkers]);
+    }
+    if (s.transferred !== null) {
+      items.push(['Transferred', formatBytes(s.transferred)]);
     }
     const dropped = Object.entries(s.dropped).filter(([, n]) => n > 0);
     if (dropped.length > 0) {

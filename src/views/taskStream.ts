@@ -4,8 +4,17 @@
  * range, double-click resets; hovering a task shows its key (fetched on demand), group,
  * worker, duration and wait. The threads of each cluster worker form a group of lanes
  * under its address, with a separator between groups (lanes.ts); local runs are ungrouped.
+ * A cluster run's actions (protocol 1.2: transfers red, disk reads and writes orange,
+ * deserialization grey, as distributed draws them) are thinner bars along the bottom of
+ * their lane, over the tasks; a worker that left has its lanes hatched from then on.
  */
 
+import {
+  actionColor,
+  actionName,
+  actionText,
+  leftText
+} from '../clusterTables';
 import { formatDuration, formatTick, niceTicks } from '../format';
 import { parseCssColor, parseHex, RGB } from '../colors';
 import {
@@ -24,6 +33,7 @@ import {
   layoutLanes
 } from '../lanes';
 import { ChangeKind, ProfileModel, RunData } from '../model';
+import { IClusterWorker } from '../protocol';
 import { CanvasView, fitText, fitTextEnd, GUTTER, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
 
@@ -33,6 +43,8 @@ const MAX_HEIGHT = 320;
 const GROUP_HEADER = 14;
 /** Lanes thinner than this get no label. */
 const MIN_LABELLED_LANE = 9;
+/** Share of a lane's height the action bars take, along its bottom. */
+const ACTION_BAND = 0.4;
 
 /** The lanes of `run` in display order. */
 function runLayout(run: RunData): ILaneLayout {
@@ -136,18 +148,37 @@ export class TaskStreamView extends CanvasView {
         laneRects(lane, i, groupOf, v0, v1, plotW, this._rects);
       }
     });
+    const actions = run.tables.actions;
+    this._actionRects.clear();
+    layout.order.forEach((worker, i) => {
+      const lane = actions.lanes.get(worker);
+      if (lane) {
+        laneRects(
+          lane,
+          i,
+          actions.action.data,
+          v0,
+          v1,
+          plotW,
+          this._actionRects
+        );
+      }
+    });
     const buffer = this._rects;
     this._paint(ctx, run, v0, v1, plotW, geometry);
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
     ctx.clip();
+    const left = this._drawLeft(ctx, run, layout, geometry, v0, v1, plotW);
     this._drawHover(ctx, run, v0, v1, plotW);
     this._drawSelection(ctx, v0, v1, plotW, height);
     ctx.restore();
     this._drawLaneLabels(ctx, layout, geometry);
-    this._drawGroups(ctx, layout, geometry, width);
+    this._drawGroups(ctx, run, layout, geometry, width);
     this.canvas.dataset.rects = String(buffer.length);
+    this.canvas.dataset.actions = String(this._actionRects.length);
+    this.canvas.dataset.left = String(left);
     this.canvas.dataset.lanes = String(layout.order.length);
     this.canvas.dataset.groups = String(layout.groups.length);
     this.canvas.dataset.visited = String(buffer.visited);
@@ -206,7 +237,7 @@ export class TaskStreamView extends CanvasView {
       );
     }
     const groups = Math.max(1, run.groups.length);
-    const palette = this._palette(run, groups, bg);
+    const palette = this._palette(groups, g => run.group(g).color, bg);
     paintRects(
       this._rects,
       pixels,
@@ -214,14 +245,38 @@ export class TaskStreamView extends CanvasView {
       palette,
       groups
     );
+    if (this._actionRects.length > 0) {
+      // along the bottom of each lane, over the tasks (painted rows are copied whole:
+      // the band's rows already hold the same task pixels)
+      const bandTop = new Int32Array(lanes);
+      for (let l = 0; l < lanes; l++) {
+        const band = Math.max(
+          1,
+          Math.round((laneBottom[l] - laneTop[l]) * ACTION_BAND)
+        );
+        bandTop[l] = Math.max(laneTop[l], laneBottom[l] - band);
+      }
+      const kinds = Math.max(1, run.tables.actions.counts.length);
+      paintRects(
+        this._actionRects,
+        pixels,
+        { dpr, width, height: h, laneTop: bandTop, laneBottom },
+        this._palette(kinds, actionColor, bg),
+        kinds
+      );
+    }
     ctx.putImageData(this._image, px, py);
   }
 
-  /** Packed colours per (group, opacity level), blended with the background. */
-  private _palette(run: RunData, groups: number, bg: RGB): Uint32Array {
-    const palette = new Uint32Array(groups * 4);
-    for (let g = 0; g < groups; g++) {
-      const rgb = parseHex(run.group(g).color) ?? [128, 128, 128];
+  /** Packed colours per (colour index, opacity level), blended with the background. */
+  private _palette(
+    count: number,
+    color: (i: number) => string,
+    bg: RGB
+  ): Uint32Array {
+    const palette = new Uint32Array(count * 4);
+    for (let g = 0; g < count; g++) {
+      const rgb = parseHex(color(g)) ?? [128, 128, 128];
       for (let level = 0; level < 4; level++) {
         const a = LEVEL_ALPHA[level];
         const mixc = (i: number) => Math.round(bg[i] + (rgb[i] - bg[i]) * a);
@@ -229,6 +284,67 @@ export class TaskStreamView extends CanvasView {
       }
     }
     return palette;
+  }
+
+  /**
+   * The lanes of each worker that left the cluster, hatched from when it left, with a line
+   * at that moment. Returns how many workers are marked.
+   */
+  private _drawLeft(
+    ctx: CanvasRenderingContext2D,
+    run: RunData,
+    layout: ILaneLayout,
+    geometry: ILaneGeometry,
+    v0: number,
+    v1: number,
+    plotW: number
+  ): number {
+    let marked = 0;
+    const { tops, laneHeight } = geometry;
+    const k = plotW / (v1 - v0);
+    for (const group of layout.groups) {
+      const worker = group.local ? undefined : run.tables.worker(group.label);
+      if (!worker || worker.left === null || worker.left > v1) {
+        continue;
+      }
+      marked++;
+      const x = Math.max(GUTTER, GUTTER + (worker.left - v0) * k);
+      const y0 = AXIS + tops[group.first];
+      const y1 = AXIS + tops[group.first + group.count - 1] + laneHeight;
+      ctx.fillStyle = this._hatch(ctx);
+      ctx.fillRect(x, y0, GUTTER + plotW - x, y1 - y0);
+      if (worker.left >= v0) {
+        ctx.fillStyle = this.theme.warn;
+        ctx.fillRect(Math.round(x) - 1, y0, 2, y1 - y0);
+      }
+    }
+    return marked;
+  }
+
+  /** Diagonal hatching in the theme's warning colour. */
+  private _hatch(ctx: CanvasRenderingContext2D): CanvasPattern | string {
+    const theme = this.theme;
+    if (this._hatchFor !== theme) {
+      const tile = document.createElement('canvas');
+      tile.width = tile.height = 8;
+      const t = tile.getContext('2d');
+      if (t) {
+        t.strokeStyle = theme.warn;
+        t.globalAlpha = 0.55;
+        t.lineWidth = 1;
+        t.beginPath();
+        t.moveTo(0, 8);
+        t.lineTo(8, 0);
+        t.moveTo(-4, 4);
+        t.lineTo(4, -4);
+        t.moveTo(4, 12);
+        t.lineTo(12, 4);
+        t.stroke();
+      }
+      this._hatchFor = theme;
+      this._hatchPattern = ctx.createPattern(tile, 'repeat');
+    }
+    return this._hatchPattern ?? 'rgba(128, 128, 128, 0.2)';
   }
 
   private _drawAxis(
@@ -303,9 +419,13 @@ export class TaskStreamView extends CanvasView {
     });
   }
 
-  /** A separator above every group but the first, and each group's label in its band. */
+  /**
+   * A separator above every group but the first, and each group's label in its band
+   * (with when its worker left, if it did).
+   */
   private _drawGroups(
     ctx: CanvasRenderingContext2D,
+    run: RunData,
     layout: ILaneLayout,
     geometry: ILaneGeometry,
     width: number
@@ -322,9 +442,15 @@ export class TaskStreamView extends CanvasView {
         ctx.fillRect(0, y, width, 1);
       }
       if (header > 0) {
-        ctx.fillStyle = theme.muted;
+        const worker = group.local ? undefined : run.tables.worker(group.label);
+        const left = worker ? leftText(worker) : '';
+        ctx.fillStyle = left ? theme.warn : theme.muted;
         ctx.fillText(
-          fitText(ctx, group.label, width - 8),
+          fitText(
+            ctx,
+            left ? `${group.label} · ${left}` : group.label,
+            width - 8
+          ),
           4,
           top + header / 2 + 0.5
         );
@@ -340,20 +466,41 @@ export class TaskStreamView extends CanvasView {
     plotW: number
   ): void {
     const row = this._hoverRow;
-    if (row < 0 || row >= run.taskCount) {
+    const action = this._hoverAction;
+    const actions = run.tables.actions;
+    let worker: number;
+    let start: number;
+    let stop: number;
+    let band = 1;
+    if (row >= 0 && row < run.taskCount) {
+      worker = run.taskWorker.data[row];
+      start = run.taskStart.data[row];
+      stop = run.taskStop.data[row];
+    } else if (action >= 0 && action < actions.length) {
+      worker = actions.worker.data[action];
+      start = actions.start.data[action];
+      stop = actions.stop.data[action];
+      band = ACTION_BAND;
+    } else {
       return;
     }
-    const lane = this._layout.index.get(run.taskWorker.data[row]);
+    const lane = this._layout.index.get(worker);
     if (lane === undefined) {
       return;
     }
     const { tops, laneHeight } = this._geometry;
     const k = plotW / (v1 - v0);
-    const x0 = GUTTER + (run.taskStart.data[row] - v0) * k;
-    const x1 = GUTTER + (run.taskStop.data[row] - v0) * k;
+    const x0 = GUTTER + (start - v0) * k;
+    const x1 = GUTTER + (stop - v0) * k;
+    const h = Math.max(2, laneHeight * band);
     ctx.strokeStyle = this.theme.foreground;
     ctx.lineWidth = 1.5;
-    ctx.strokeRect(x0, AXIS + tops[lane], Math.max(1, x1 - x0), laneHeight - 1);
+    ctx.strokeRect(
+      x0,
+      AXIS + tops[lane] + laneHeight - h,
+      Math.max(1, x1 - x0),
+      h - 1
+    );
   }
 
   private _drawSelection(
@@ -379,11 +526,18 @@ export class TaskStreamView extends CanvasView {
 
   private _updateLegend(run: RunData | null): void {
     const count = run ? run.groupsByName.size : 0;
-    if (run === this._legendRun && count === this._legendCount) {
+    const kinds = run ? run.tables.actions.kinds() : [];
+    const key = kinds.join(',');
+    if (
+      run === this._legendRun &&
+      count === this._legendCount &&
+      key === this._legendKinds
+    ) {
       return;
     }
     this._legendRun = run;
     this._legendCount = count;
+    this._legendKinds = key;
     const items: HTMLElement[] = [];
     const groups = run ? [...run.groupsByName.values()] : [];
     for (const g of groups.slice(0, 40)) {
@@ -402,6 +556,20 @@ export class TaskStreamView extends CanvasView {
       more.textContent = `+${groups.length - 40} more`;
       items.push(more);
     }
+    for (const code of kinds) {
+      const item = document.createElement('span');
+      item.className = 'jp-DaskProfile-legendItem';
+      item.dataset.action = actionName(code);
+      item.title = 'Drawn along the bottom of its lane';
+      const swatch = document.createElement('span');
+      swatch.className = 'jp-DaskProfile-swatch';
+      swatch.style.background = actionColor(code);
+      swatch.style.height = '4px';
+      const name = document.createElement('span');
+      name.textContent = actionName(code);
+      item.append(swatch, name);
+      items.push(item);
+    }
     this.legend.replaceChildren(...items);
   }
 
@@ -410,6 +578,8 @@ export class TaskStreamView extends CanvasView {
   private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
     if (changes.has('current')) {
       this._hoverRow = -1;
+      this._hoverAction = -1;
+      this._hoverLeft = null;
       this._tooltip.hide();
       this._viewport.reset();
       this._viewport.select(null);
@@ -422,6 +592,8 @@ export class TaskStreamView extends CanvasView {
       changes.has('current') ||
       changes.has('runs') ||
       changes.has('resources') ||
+      changes.has('actions') ||
+      changes.has('clusterWorkers') ||
       changes.has('summary')
     ) {
       this.update();
@@ -512,36 +684,68 @@ export class TaskStreamView extends CanvasView {
     const run = this._model.current;
     const [x, y] = this._local(e);
     this._mouse = [x, y];
-    let row = -1;
-    if (run && x >= GUTTER && y >= AXIS) {
-      // the layout of the frame on screen: y -> lane -> worker
-      const worker = this._layout.order[laneAt(this._geometry, y - AXIS)];
-      const lane = worker !== undefined ? run.laneIndex.get(worker) : undefined;
-      if (lane) {
-        const tolerance =
-          (3 / Math.max(1, this.width - GUTTER)) *
-          (this._viewport.end - this._viewport.start);
-        row = lane.hitTest(this._timeAt(x), tolerance);
+    const hit =
+      run && x >= GUTTER && y >= AXIS
+        ? this._hitTest(run, this._timeAt(x), y - AXIS)
+        : { row: -1, action: -1, left: null };
+    if (hit.row !== this._hoverRow || hit.action !== this._hoverAction) {
+      this._hoverRow = hit.row;
+      this._hoverAction = hit.action;
+      this.schedule();
+      if (run && hit.row >= 0) {
+        this._model.requestKeys(run, [hit.row]);
       }
     }
-    if (row !== this._hoverRow) {
-      this._hoverRow = row;
-      this.schedule();
-      if (run && row >= 0) {
-        this._model.requestKeys(run, [row]);
-      }
+    this._hoverLeft = hit.left;
+    this._showTooltip();
+  };
+
+  /**
+   * What is under time `t`, `y` pixels below the axis, in the layout of the frame on
+   * screen (y -> lane -> worker): a task, else an action (preferred along the lane's
+   * bottom band, where actions are drawn), else the hatched lanes of a worker that left.
+   */
+  private _hitTest(
+    run: RunData,
+    t: number,
+    y: number
+  ): { row: number; action: number; left: IClusterWorker | null } {
+    const none = { row: -1, action: -1, left: null };
+    const laneNo = laneAt(this._geometry, y);
+    const worker = this._layout.order[laneNo];
+    if (worker === undefined) {
+      return none;
+    }
+    const tolerance =
+      (3 / Math.max(1, this.width - GUTTER)) *
+      (this._viewport.end - this._viewport.start);
+    const tasks = run.laneIndex.get(worker);
+    const row = tasks ? tasks.hitTest(t, tolerance) : -1;
+    const actions = run.tables.actions.lanes.get(worker);
+    const action = actions ? actions.hitTest(t, tolerance) : -1;
+    const { tops, laneHeight } = this._geometry;
+    const inBand = y >= tops[laneNo] + laneHeight * (1 - ACTION_BAND);
+    if (action >= 0 && (inBand || row < 0)) {
+      return { row: -1, action, left: null };
     }
     if (row >= 0) {
-      this._showTooltip();
-    } else {
-      this._tooltip.hide();
+      return { row, action: -1, left: null };
     }
-  };
+    const group = this._layout.groups.find(
+      g => laneNo >= g.first && laneNo < g.first + g.count && !g.local
+    );
+    const gone = group ? run.tables.worker(group.label) : undefined;
+    return gone && gone.left !== null && t >= gone.left
+      ? { row: -1, action: -1, left: gone }
+      : none;
+  }
 
   private _onLeave = (): void => {
     this._tooltip.hide();
-    if (this._hoverRow >= 0) {
+    this._hoverLeft = null;
+    if (this._hoverRow >= 0 || this._hoverAction >= 0) {
       this._hoverRow = -1;
+      this._hoverAction = -1;
       this.schedule();
     }
   };
@@ -549,6 +753,24 @@ export class TaskStreamView extends CanvasView {
   private _showTooltip(): void {
     const run = this._model.current;
     const row = this._hoverRow;
+    if (run && this._hoverAction >= 0) {
+      this._showAction(run, this._hoverAction);
+      return;
+    }
+    if (run && row < 0 && this._hoverLeft) {
+      const w = this._hoverLeft;
+      this._tooltip.show(
+        [
+          ['worker', w.address],
+          ['', leftText(w)]
+        ],
+        this._mouse[0],
+        this._mouse[1]
+      );
+      this._tooltip.node.dataset.row = '';
+      this._tooltip.node.dataset.action = '';
+      return;
+    }
     if (!run || row < 0 || row >= run.taskCount) {
       this._tooltip.hide();
       return;
@@ -571,6 +793,33 @@ export class TaskStreamView extends CanvasView {
     }
     this._tooltip.show(lines, this._mouse[0], this._mouse[1]);
     this._tooltip.node.dataset.row = String(row);
+    this._tooltip.node.dataset.action = '';
+  }
+
+  /** `transfer 12.3 MiB in 4.1 ms (group x)`, the worker and when it started. */
+  private _showAction(run: RunData, row: number): void {
+    const a = run.tables.actions;
+    const start = a.start.data[row];
+    const worker = run.workers.get(a.worker.data[row]);
+    this._tooltip.show(
+      [
+        [
+          '',
+          actionText(
+            a.action.data[row],
+            a.bytes.data[row],
+            a.stop.data[row] - start,
+            run.group(a.group.data[row]).name
+          )
+        ],
+        ['worker', worker?.label ?? String(a.worker.data[row])],
+        ['start', formatDuration(start)]
+      ],
+      this._mouse[0],
+      this._mouse[1]
+    );
+    this._tooltip.node.dataset.row = '';
+    this._tooltip.node.dataset.action = String(row);
   }
 
   private _model: ProfileModel;
@@ -582,6 +831,11 @@ export class TaskStreamView extends CanvasView {
   private _layout: ILaneLayout = layoutLanes([]);
   private _geometry: ILaneGeometry = laneGeometry(this._layout, 0, 0);
   private _hoverRow = -1;
+  private _hoverAction = -1;
+  private _hoverLeft: IClusterWorker | null = null;
+  private _actionRects = new RectBuffer();
+  private _hatchFor: unknown = null;
+  private _hatchPattern: CanvasPattern | null = null;
   private _mouse: [number, number] = [0, 0];
   private _drag: {
     x: number;
@@ -591,4 +845,5 @@ export class TaskStreamView extends CanvasView {
   } | null = null;
   private _legendRun: RunData | null = null;
   private _legendCount = -1;
+  private _legendKinds = '';
 }

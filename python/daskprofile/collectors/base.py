@@ -19,7 +19,15 @@ import numpy as np
 from ..hooks import Listener
 
 #: array typecodes -> numpy dtypes
-_DTYPES = {"d": np.float64, "f": np.float32, "H": np.uint16, "I": np.uint32, "Q": np.uint64}
+_DTYPES = {
+    "d": np.float64,
+    "f": np.float32,
+    "B": np.uint8,
+    "H": np.uint16,
+    "I": np.uint32,
+    "Q": np.uint64,
+    "q": np.int64,
+}
 
 
 class Columns:

@@ -2,9 +2,11 @@
 
 A row holds ``start`` (float64 perf_counter seconds), ``wait`` (start - submit) and
 ``duration`` (float32), the worker, the key's *name* id, the end offset of the key's
-suffix text, the error type id and the compute number: 36 bytes plus a short suffix
-(``", 0, 1)"`` or a key's hash). Keys are interned per name: a label is the name's
+suffix text, the error type id, the compute number and the span id: 38 bytes plus a short
+suffix (``", 0, 1)"`` or a key's hash). Keys are interned per name: a label is the name's
 prefix followed by the row's suffix, so no key, task or result object is kept alive.
+Tasks that raised also get a row in the collector's exceptions table
+(:mod:`.exceptions`), with their message and traceback.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from typing import Any
 import numpy as np
 
 from .. import hooks
+from ..failures import EXTRA
 from ..hooks import Compute, TaskBatch
 from ..keys import key_label, stem_end, task_group
+from ..spans import Name
 from .base import Collector, Columns
+from .exceptions import ExceptionTable
 
 SPEC = {
     "start": "d",
@@ -32,6 +37,7 @@ SPEC = {
     "end": "Q",
     "error": "H",
     "compute": "I",
+    "span": "H",
 }
 
 
@@ -67,6 +73,10 @@ class RemoteRows:
     stop: Sequence[float]
     error: list[str | None]
     compute: list[int]
+    #: each row's span names (None: no span); None: no row has one
+    span: list[Name | None] | None = None
+    #: each failed row's ``(message, traceback)`` (None where unknown); None: none known
+    exception: list[tuple[str, str] | None] | None = None
 
 
 def worker_label(pid: int, tid: int, index: int, main_tid: int | None = None) -> str:
@@ -98,6 +108,10 @@ class TaskCollector(Collector):
         self._worker_ids: dict[tuple[int, int], int] = {}
         self.error_types: list[str | None] = [None]
         self._error_ids: dict[str | None, int] = {None: 0}
+        self.spans: list[Name | None] = [None]  # span id -> names
+        self._span_ids: dict[Name | None, int] = {None: 0}
+        #: the tasks that raised, with their message and traceback
+        self.exceptions = ExceptionTable()
         self.text = bytearray()
         self.text_base = 0
         self._main_tid = threading.main_thread().ident
@@ -184,6 +198,29 @@ class TaskCollector(Collector):
             eid = self._intern(self._error_ids, error, make)
         return eid
 
+    def _span_id(self, name: Name | None) -> int:
+        sid = self._span_ids.get(name)
+        if sid is None:
+
+            def make() -> int:
+                self.spans.append(name)
+                return len(self.spans) - 1
+
+            sid = self._intern(self._span_ids, name, make)
+        return sid
+
+    def _span_ids_of(self, compute: Compute, keys: tuple[Any, ...]) -> list[int] | None:
+        """Span id of each task of a batch; None when the compute has no span."""
+        found = compute.spans
+        if found is None:
+            return None
+        now, keyed = found
+        default = self._span_id(now)
+        if not keyed:
+            return [default] * len(keys)
+        ids = {name: self._span_id(name) for name in set(keyed.values())}
+        return [ids[keyed[k]] if k in keyed else default for k in keys]
+
     # -------------------------------------------------------------- listening
     def on_compute_start(self, compute: Compute) -> None:
         self.columns.repair()
@@ -206,12 +243,47 @@ class TaskCollector(Collector):
             else None
         )
         ids = (wids, nids, errors, [compute.id] * n)
-        self._append((batch.submit, batch.start, batch.stop), ids, (raw, lengths))
+        spans = self._span_ids_of(compute, batch.key)
+        self._append((batch.submit, batch.start, batch.stop), ids, (raw, lengths), spans)
+        if errors is not None:
+            self._note_failures(compute, batch, wids, nids, spans)
 
-    def _append(self, times: _Times, ids: _Ids, keys: tuple[bytes, np.ndarray]) -> int:
+    def _note_failures(
+        self,
+        compute: Compute,
+        batch: TaskBatch,
+        wids: list[int],
+        nids: list[int],
+        spans: list[int] | None,
+    ) -> None:
+        """The batch's failed tasks, into the exceptions table."""
+        for i, error in enumerate(batch.error):
+            if error is None:
+                continue
+            extra = batch.extra[i]
+            message, trace = (extra or {}).get(EXTRA) or ("", "")
+            self.exceptions.add(
+                key_label(batch.key[i]),
+                self.groups[self.names[nids[i] & ~UUID_FLAG][1]],
+                self.workers[wids[i]][2],
+                batch.stop[i],
+                error,
+                message,
+                trace,
+                compute.id,
+                self.spans[spans[i]] if spans is not None else None,
+            )
+
+    def _append(
+        self,
+        times: _Times,
+        ids: _Ids,
+        keys: tuple[bytes, np.ndarray],
+        spans: list[int] | None = None,
+    ) -> int:
         """Append rows: ``(submit, start, stop)`` perf_counter times; ``(worker, name, error,
-        compute)`` ids (errors None: none); the keys' suffix bytes and their lengths.
-        Returns the absolute index of the first row."""
+        compute)`` ids (errors None: none); the keys' suffix bytes and their lengths; span
+        ids (None: none). Returns the absolute index of the first row."""
         wids, nids, errors, computes = ids
         raw, lengths = keys
         n = len(wids)
@@ -234,6 +306,10 @@ class TaskCollector(Collector):
             else:
                 c["error"].extend(errors)
             c["compute"].extend(computes)
+            if spans is None:
+                c["span"].frombytes(bytes(2 * n))
+            else:
+                c["span"].extend(spans)
             cols.n += n
             while cols.n - cols.first > cols.cap:
                 cols.make_room()
@@ -255,7 +331,30 @@ class TaskCollector(Collector):
         lengths = np.fromiter(map(len, raws), dtype=np.uint64, count=n)
         times = (rows.submit, rows.start, rows.stop)
         ids = (wids, nids, errors, rows.compute)
-        return self._append(times, ids, (b"".join(raws), lengths))
+        spans = None if rows.span is None else [self._span_id(s) for s in rows.span]
+        first = self._append(times, ids, (b"".join(raws), lengths), spans)
+        if any(errors):
+            self._note_remote_failures(rows)
+        return first
+
+    def _note_remote_failures(self, rows: RemoteRows) -> None:
+        """Rows recorded elsewhere that failed, into the exceptions table."""
+        for i, error in enumerate(rows.error):
+            if error is None:
+                continue
+            texts = rows.exception[i] if rows.exception is not None else None
+            message, trace = texts or ("", "")
+            self.exceptions.add(
+                rows.key[i],
+                rows.group[i],
+                rows.worker[i],
+                rows.stop[i],
+                error,
+                message,
+                trace,
+                rows.compute[i],
+                rows.span[i] if rows.span is not None else None,
+            )
 
     def shift(self, row: int, delta: float) -> None:
         """Move absolute row ``row``'s start and stop by ``delta`` seconds (a late clock
@@ -350,8 +449,8 @@ class TaskCollector(Collector):
         dict has ``key`` (list of str), ``group`` (uint32 ids into ``groups``),
         ``worker`` (uint16 ids into ``workers``), ``submit``/``start``/``stop``
         (float64 perf_counter seconds), ``error`` (ids into ``error_types``),
-        ``compute``, plus the lookup tables and ``dropped`` (rows lost before
-        ``cursor`` because of the cap).
+        ``compute``, ``span`` (ids into ``spans``: lists of names, or None), plus the
+        lookup tables and ``dropped`` (rows lost before ``cursor`` because of the cap).
         """
         compact, new_cursor = self.since_compact(cursor)
         return decode(compact), new_cursor
@@ -372,6 +471,7 @@ class TaskCollector(Collector):
                 "groups": list(self.groups),
                 "workers": [label for _, _, label in self.workers],
                 "error_types": list(self.error_types),
+                "spans": [list(s) if s else None for s in self.spans],
                 "dropped": max(0, first - cursor),
             }
         return compact, new_cursor
@@ -433,10 +533,12 @@ def decode(compact: dict[str, Any], keys: bool = True) -> dict[str, Any]:
         "stop": start + rows["duration"].astype(np.float64),
         "error": rows["error"],
         "compute": rows["compute"],
+        "span": rows["span"],
         "dropped": compact["dropped"],
         "groups": compact["groups"],
         "workers": compact["workers"],
         "error_types": compact["error_types"],
+        "spans": compact.get("spans", [None]),
     }
     return out
 

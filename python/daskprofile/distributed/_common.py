@@ -5,6 +5,8 @@ Everything here is light: it is imported on the scheduler and in every worker pr
 
 from __future__ import annotations
 
+from typing import Any
+
 #: version of the messages the plugins send to the client (2: the scheduler's batches carry
 #: ``graphs`` and ``pending``, see :mod:`._scheduler`)
 MESSAGE_VERSION = 2
@@ -29,3 +31,12 @@ def exception_name(text: object) -> str:
         return "Exception"
     name = text.split("(", 1)[0].strip()
     return name if name.replace(".", "").replace("_", "").isalnum() else "Exception"
+
+
+def killed_text(key: object, kw: dict[str, Any]) -> str | None:
+    """``exception_text`` of a task the scheduler fails because the workers that ran it
+    died (``KilledWorker``, sent pickled and with no text), else None."""
+    pickled = kw.get("exception")
+    if not isinstance(pickled, bytes | bytearray) or b"KilledWorker" not in pickled:
+        return None
+    return f"KilledWorker('{key}: the workers that ran it died; last: {kw.get('worker')}')"

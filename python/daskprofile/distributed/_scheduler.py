@@ -44,9 +44,11 @@ Message (``src == "scheduler"``, version :data:`~._common.MESSAGE_VERSION`)::
                "compute": [...]},   # one entry per task finished since the last batch
      "cache": {"time": [...], "group": [...], "metric": [...]},   # bytes held per group
      "graphs": [{"compute": 4, "client": "Client-...", "keys": ["inc-ab-0", ...],
-                 "totals": [[0, 10]]}],
+                 "totals": [[0, 10]],
+                 "spans": [[0, ["load", "clean"]]]}],   # only when tasks are in spans
      "pending": {4: 3},             # compute -> its tasks not finished yet (changed ones)
-     "computes": 4, "dropped": 0, "error": None}
+     "computes": 4, "dropped": 0, "error": None,
+     "exceptions": {"('x-1a2b', 0)": ["ValueError('bad')", "  File ..."]}}  # if any failed
 
 Times are the workers' ``compute`` start/stop (``startstops``, already in the scheduler's
 clock) and the time the task became ``processing`` on the scheduler (``submit``).
@@ -59,7 +61,17 @@ changed, how many of its tasks have not finished: a task finishes when it leaves
 dependency), or is released or forgotten before it ran. Tasks already in memory (or
 erred) when the graph arrives are not counted; a task still to finish for an earlier
 compute counts for both. Every compute is sent at least once; one sent with 0 is then
-forgotten.
+forgotten. ``spans`` (only for graphs with tasks in a span: distributed's ``span`` or
+``daskprofile.span``): the span names of each group id, from its ``TaskGroup``'s span.
+``exceptions`` (only when tasks raised): each failed task's ``exception_text`` (the
+exception's repr) and ``traceback_text`` by key label, cut to a few KB (at most
+:data:`MAX_TEXTS` per batch); kept from the ``erred`` transition until the task's row is
+made, so tasks that do not fail cost nothing more.
+
+Cluster tables (:mod:`._scheduler_tables`, only when there is something): ``members``
+(workers present, joining, leaving: ``add_worker``/``remove_worker``, never per task),
+``actions`` (tasks' non-compute ``startstops``, only once ``enable_actions`` asked for
+them: workers without daskprofile), ``tables_error``.
 """
 
 from __future__ import annotations
@@ -78,8 +90,10 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 from tornado.ioloop import PeriodicCallback
 
+from ..failures import MESSAGE_CHARS, TRACEBACK_CHARS, cut
 from ..keys import GroupIndex, key_label
-from ._common import MESSAGE_VERSION, exception_name, worker_label
+from ._common import MESSAGE_VERSION, exception_name, killed_text, worker_label
+from ._scheduler_tables import SchedulerTables
 
 __all__ = ["SchedulerProbe", "finish_probe", "forget_topic", "scheduler_clock"]
 
@@ -89,6 +103,8 @@ TASK_FIELDS = ("key", "group", "worker", "submit", "start", "stop", "error", "co
 GRAPH_KEYS = 3
 #: keys with an entry before those forgotten by the scheduler are looked for
 PRUNE_MIN = 10_000
+#: failed tasks whose exception texts one batch carries, at most
+MAX_TEXTS = 1_000
 
 #: states a task passes through on its way to running (nothing to note)
 _ON_THE_WAY = frozenset({"waiting", "queued", "no-worker"})
@@ -96,6 +112,7 @@ _ON_THE_WAY = frozenset({"waiting", "queued", "no-worker"})
 _DONE = frozenset({"memory", "erred"})
 
 _TASK_GROUP_NAME = attrgetter("group.name")
+_TASK_GROUP = attrgetter("group")
 _STATE = attrgetter("state")
 
 #: a task that left processing, noted flat (no tuple the garbage collector would follow):
@@ -196,16 +213,33 @@ class SchedulerProbe(SchedulerPlugin):
         self._workers_sent = 0
         self._worker_info: dict[str, dict[str, Any]] = {}
         self._columns: dict[str, list[Any]] = {f: [] for f in TASK_FIELDS}  # batch's rows
+        # failed tasks: (exception_text, traceback_text) until their row is made, then the
+        # batch's texts by key label (only tasks that raised pay for this)
+        self._failed: dict[Hashable, tuple[Any, Any]] = {}
+        self._texts: dict[str, list[str]] = {}
+        self._graph_spans: dict[int, list[list[Any]]] = {}  # graph -> [[TaskGroup, names]]
         self._occupancy: list[int] = []  # bytes held per group id
         self._occupancy_sent: list[int] = []
         self._callback: PeriodicCallback | None = None
         self._removal: asyncio.Task[None] | None = None
+        #: workers joining and leaving; actions when workers lack daskprofile
+        self.tables = SchedulerTables()
 
     # ------------------------------------------------------------ scheduler hooks
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
         self._callback = PeriodicCallback(self._tick, self.flush_interval * 1000)
         self._callback.start()
+        self.tables.start(scheduler)
+
+    # workers joining and leaving (once per worker, never per task): see _scheduler_tables
+    def add_worker(self, scheduler: Any, worker: str) -> None:
+        self.tables.joined(scheduler, worker)
+
+    def remove_worker(
+        self, scheduler: Any, worker: str, *, stimulus_id: str | None = None, **kw: Any
+    ) -> None:
+        self.tables.left(scheduler, worker, stimulus_id)
 
     def remove_client(self, scheduler: Any, client: str) -> None:
         """The recording's client left without removing the plugins (its process died, or
@@ -239,6 +273,8 @@ class SchedulerProbe(SchedulerPlugin):
         if self.off or (self.clients is not None and client not in self.clients):
             return
         try:
+            if (kw.get("annotations") or {}).get("span"):  # tasks in spans: per TaskGroup
+                self._graph_spans[self.computes + 1] = group_spans(scheduler, tasks)
             self._note_graph(scheduler, str(client), tasks, keys)
         except Exception as exc:
             self._fail(exc)
@@ -254,7 +290,9 @@ class SchedulerProbe(SchedulerPlugin):
                 if finish == "memory":
                     extra = kw.get("nbytes")
                 elif finish == "erred":
-                    extra = exception_name(kw.get("exception_text"))
+                    text = kw.get("exception_text") or killed_text(key, kw)
+                    extra = exception_name(text)
+                    self._failed[key] = (text, kw.get("traceback_text"))
                 else:
                     return  # released: it runs again later, or is forgotten
                 # what is needed of the kwargs, read while the CPU has them at hand
@@ -345,9 +383,12 @@ class SchedulerProbe(SchedulerPlugin):
                 totals = [[gids, len(tasks)]]
             else:
                 totals = [[gid, n] for gid, n in sorted(Counter(gids).items())]
-        self._graphs.append(
-            {"compute": number, "client": client, "keys": _graph_keys(keys), "totals": totals}
-        )
+        graph_info = {"compute": number, "client": client, "keys": _graph_keys(keys)}
+        spans = self._graph_spans.pop(number, None)
+        if spans:  # [[group id, span names]]
+            by_name = self._by_task_group
+            graph_info["spans"] = [[by_name[n], names] for n, names in spans if n in by_name]
+        self._graphs.append(graph_info | {"totals": totals})
 
     def _group_id(self, key: Hashable, run_spec: Any = None) -> int:
         gid = self._groups.index(key, run_spec)
@@ -463,6 +504,8 @@ class SchedulerProbe(SchedulerPlugin):
             self._store(keys, entries, sizes, errors if str in kinds else None)
         if self.record_tasks:
             self._rows(keys, entries, ran, errors)
+            if str in kinds:
+                self._note_texts(keys, errors)
 
     def _recorded_only(
         self, ran: list[Any], keys: list[Any], found: list[Entry | None]
@@ -586,6 +629,16 @@ class SchedulerProbe(SchedulerPlugin):
         columns["error"] += errors
         columns["compute"] += map(_COMPUTE_OF, entries)
 
+    def _note_texts(self, keys: list[Any], errors: list[Any]) -> None:
+        """The exception and traceback texts of the failed tasks among these, for the
+        batch (cut; at most ``MAX_TEXTS`` per batch)."""
+        failed, texts = self._failed, self._texts
+        for key, error in zip(keys, errors, strict=True):
+            found = failed.pop(key, None) if error is not None else None
+            if found is not None and len(texts) < MAX_TEXTS:
+                text, trace = (t if isinstance(t, str) else "" for t in found)
+                texts[key_label(key)] = [cut(text, MESSAGE_CHARS), cut(trace, TRACEBACK_CHARS)]
+
     def _rows_one_by_one(
         self, keys: list[Any], entries: list[Entry], ran: list[Any], errors: list[Any]
     ) -> None:
@@ -671,20 +724,25 @@ class SchedulerProbe(SchedulerPlugin):
         }
 
     # ------------------------------------------------------------ batches
-    def batch(self) -> dict[str, Any] | None:
-        """The message holding everything new since the previous batch (None: nothing)."""
+    def batch(self, force: bool = False) -> dict[str, Any] | None:
+        """The message holding everything new since the previous batch (None: nothing,
+        unless ``force``)."""
         self._settle()
+        self._failed.clear()  # of tasks whose rows were not made (not recorded)
         self._prune()
         groups = self._groups.groups
         cache = self._cache_rows()
+        more = self.tables.drain(self.scheduler)  # members, actions (see _scheduler_tables)
         if not (
-            self._columns["key"]
+            more
+            or self._columns["key"]
             or cache["group"]
             or self._graphs
             or self._left_changed
             or (self.error and not self._error_sent)
             or len(groups) > self._groups_sent
             or self.seq == 0
+            or force
         ):
             return None
         tasks, self._columns = self._columns, {f: [] for f in TASK_FIELDS}
@@ -707,6 +765,10 @@ class SchedulerProbe(SchedulerPlugin):
             "dropped": self.dropped,
             "error": None if self._error_sent else self.error,
         }
+        if self._texts:  # failed tasks' texts by key label (absent when none failed)
+            msg["exceptions"], self._texts = self._texts, {}
+        if more:
+            msg.update(more)
         self._error_sent = self.error is not None
         self.seq += 1
         self._groups_sent, self._workers_sent = len(groups), len(self._worker_labels)
@@ -762,8 +824,8 @@ class SchedulerProbe(SchedulerPlugin):
     def final(self) -> dict[str, Any] | None:
         """Stop recording and return the last batch (to the client, not through the log)."""
         self._stop_callback()
-        try:
-            msg = self.batch()
+        try:  # always one: its number tells the client whether a batch is still on its way
+            msg = self.batch(force=True)
         except Exception as exc:
             self._fail(exc)
             msg = self.batch()  # the error, at least
@@ -789,6 +851,7 @@ class SchedulerProbe(SchedulerPlugin):
         self._submit, self._ran, self._moved = {}, [], []
         self._graphs_noted, self._keys_noted = [], set()
         self._compute_of, self._held, self._also = {}, {}, {}
+        self._failed, self._graph_spans = {}, {}
 
 
 def _ignore(*args: Any, **kwargs: Any) -> None:
@@ -825,6 +888,23 @@ def _graph_keys(keys: Any) -> list[str]:
     if len(labels) <= GRAPH_KEYS:
         return sorted(labels)
     return heapq.nsmallest(GRAPH_KEYS, labels)
+
+
+def group_spans(scheduler: Any, tasks: list[Hashable]) -> list[list[Any]]:
+    """``[[TaskGroup name, span names]]`` of a graph's tasks in a span other than the
+    default: the span of each ``TaskGroup`` (``scheduler.extensions["spans"]``), one lookup
+    per group."""
+    extension = getattr(scheduler, "extensions", {}).get("spans")
+    if extension is None:
+        return []
+    states = filter(None, map(scheduler.tasks.get, tasks))
+    out = []
+    for group in set(map(_TASK_GROUP, states)):
+        span = extension.spans.get(getattr(group, "span_id", None))
+        name = tuple(getattr(span, "name", ()) or ())
+        if name and name != ("default",):
+            out.append([group.name, list(name)])
+    return out
 
 
 def _compute_span(startstops: Any) -> tuple[Any, Any]:

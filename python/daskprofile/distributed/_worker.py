@@ -12,7 +12,8 @@ cluster share the kernel's process, hence one probe for all of them). It owns:
 :class:`WorkerProbe` (the ``WorkerPlugin``) attaches its worker to the probe and drains it
 every ``flush`` seconds from the worker's event loop into ``Worker.log_event``. Times leave
 the worker in the scheduler's clock. Errors switch the probe off and travel in the next
-message; nothing raises into the worker.
+message; nothing raises into the worker. Each worker's actions, transfers and memory
+samples (:mod:`._worker_tables`) ride in the same messages (``tables``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from ..collectors import _frames
 from ..collectors.stackcut import Memo, Rules, cut
 from ..collectors.stacks import _WorkerSampler
 from ..keys import GroupIndex, key_label
+from ..versions import versions
 from ._common import MESSAGE_VERSION
+from ._worker_tables import WorkerTables, drain_all
 
 __all__ = ["ProcessProbe", "WorkerProbe", "finish_worker"]
 
@@ -130,6 +133,8 @@ class ProcessProbe:
         #: worker and client share a clock: distributed's noisy clock correction is undone
         self.same_host = settings.get("client_host") == socket.gethostname()
         self.delays: list[tuple[str, float]] = []  # (key, correction applied by distributed)
+        #: each attached worker's actions, transfers and memory (see _worker_tables)
+        self.tables: dict[str, WorkerTables] = {}
 
     def task_done(self, ts: Any) -> None:
         """Add the compute time of a task that finished executing to :attr:`spent`."""
@@ -242,12 +247,14 @@ class ProcessProbe:
         if self.stacks is not None and self.stacks.error:
             raise RuntimeError(f"stack sampler: {self.stacks.error}")
         delays, self.delays = self.delays, []
-        if stacks is None and resources is None and not delays and self.seq > 0:
+        tables = drain_all(self.tables)  # never raises: its errors travel inside
+        if stacks is None and resources is None and not delays and not tables and self.seq > 0:
             return None
         msg = self._envelope(worker)
         msg["stacks"] = stacks
         msg["resources"] = resources
         msg["delays"] = delays
+        msg["tables"] = tables
         return msg
 
     def _envelope(self, worker: Any) -> dict[str, Any]:
@@ -262,6 +269,8 @@ class ProcessProbe:
             "clock": wall_time() + delay - perf_counter(),
             # this host's wall clock -> the scheduler's (0: the client's host, one clock)
             "delay": delay,
+            # what runs the tasks here (the first message only)
+            "versions": versions() if self.seq == 0 else None,
             # what distributed adds to each worker's task times now (taken off again on
             # this host, where the clocks are one; exactly per task with ``delays``)
             "scheduler_delay": {
@@ -318,6 +327,7 @@ class WorkerProbe(WorkerPlugin):
         self.settings = dict(settings)
         self.worker: Any = None
         self.probe: ProcessProbe | None = None
+        self.tables: WorkerTables | None = None
         self._callback: PeriodicCallback | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -330,6 +340,9 @@ class WorkerProbe(WorkerPlugin):
         self.worker = worker
         self.probe = _probe_for(self.topic, self.settings)
         self.probe.attach(worker)
+        self.tables = WorkerTables(worker, self.settings, self.probe.same_host)
+        self.tables.start()
+        self.probe.tables[self.tables.address] = self.tables
         self._callback = PeriodicCallback(self.flush, self.settings["flush"] * 1000)
         self._callback.start()
         # at once: the client knows this worker's clock correction before any of its rows
@@ -343,7 +356,11 @@ class WorkerProbe(WorkerPlugin):
             if finish == "executing":
                 probe.task_executing(key, float(worker.scheduler_delay or 0.0))
             else:
-                probe.task_done(worker.state.tasks.get(key))
+                ts = worker.state.tasks.get(key)
+                probe.task_done(ts)
+                tables = self.tables  # a transfer, a disk read or write besides compute
+                if tables is not None and ts is not None and len(ts.startstops) > 1:
+                    tables.note(ts, finish)
         except Exception as exc:  # never raise into the worker
             probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
 
@@ -351,7 +368,12 @@ class WorkerProbe(WorkerPlugin):
         callback, self._callback = self._callback, None
         if callback is not None:
             callback.stop()
+        tables, self.tables = self.tables, None
         probe, self.probe = self.probe, None
+        if tables is not None:
+            tables.stop()
+            if probe is not None:
+                probe.tables.pop(tables.address, None)
         if probe is not None and probe.detach(worker):
             _drop_probe(self.topic, probe)
 

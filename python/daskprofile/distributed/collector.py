@@ -44,8 +44,10 @@ import numpy as np
 from ..collectors.base import Collector
 from ..collectors.stacks import PAYLOAD_VERSION, StackCollector
 from ..stacktree import FrameInfo, Tree
+from ._cluster_log import ClusterLog
 from ._common import MESSAGE_VERSION, worker_address
 from ._scheduler import SchedulerProbe, finish_probe, forget_topic, scheduler_clock
+from ._scheduler_tables import enable_actions
 from ._tables import CacheTable, Lookup, ProcessResources, TaskTable, cluster_totals
 from ._worker import WorkerProbe, finish_worker
 
@@ -161,6 +163,7 @@ class DistributedCollector(Collector):
         all_clients: bool = False,
         stacks_into: StackCollector | None = None,
         switch_interval: float | None = 0.002,
+        log: ClusterLog | None = None,
     ) -> None:
         super().__init__()
         self.client = client
@@ -185,6 +188,8 @@ class DistributedCollector(Collector):
         if stacks_into is None:
             stacks_into = StackCollector(interval, cycle, switch_interval=None)
         self.stacks = stacks_into
+        #: actions, transfers, memory and workers (the run's cluster tables)
+        self.log = log if log is not None else ClusterLog(max_records)
         self.computes = 0
         self.dropped_tasks = 0
         self.missing_batches = 0
@@ -303,6 +308,7 @@ class DistributedCollector(Collector):
         settings = {k: o[k] for k in ("stacks", "resources", "dt", "interval", "cycle", "flush")}
         settings["switch_interval"] = o["switch_interval"]
         settings["client_host"] = socket.gethostname()
+        settings["tasks"] = o["tasks"]  # actions and transfers (see _worker_tables)
         self._since = time.time() + self.clock_offset
         self.registered.append("worker")  # partly registered on failure: remove it too
         try:
@@ -332,6 +338,7 @@ class DistributedCollector(Collector):
             self.reduced["resources"] = f"{why}: CPU/memory from the scheduler's heartbeats"
             sync = self.client.sync
             self._guard("heartbeat resources", sync, self._start_heartbeats, whole=False)
+        self._reduce_tables(why)
         warnings.warn(
             f"daskprofile: {why}; recording {' and '.join(self.reduced)} in a reduced way "
             "(tasks, cache and graphs as usual); the computation is not affected",
@@ -411,6 +418,7 @@ class DistributedCollector(Collector):
                 proc.pid = int(known["pid"])
             rows = {"time": [seen], "cpu": [float(cpu)], "memory": [memory], "processes": [1]}
             proc.extend(rows, self.to_perf)
+            self.log.heartbeat(address, info, self.to_perf)  # memory table, reduced
 
     def _distributed_profile(self) -> None:
         """distributed's own stack samples since the plugins came, as one group."""
@@ -544,6 +552,7 @@ class DistributedCollector(Collector):
             self.cache.extend(msg["cache"], self.to_perf)
         self.computes = int(msg["computes"])
         self.dropped_tasks = int(msg["dropped"])
+        self._log_errors(self.log.scheduler_tables(msg, self.to_perf))
 
     def _apply_worker(self, msg: dict[str, Any]) -> None:
         src = str(msg["src"])
@@ -556,6 +565,8 @@ class DistributedCollector(Collector):
         for address in proc.workers:
             self.workers.setdefault(address, {}).update(pid=msg["pid"], hostname=msg["host"])
             self.clocks[address] = 0.0 if msg["host"] == self.host else offset
+            if msg.get("versions"):
+                self.workers[address]["versions"] = dict(msg["versions"])
         if self.router is not None:
             self.router.worker_batch(msg)
         elif msg.get("delays"):
@@ -567,6 +578,37 @@ class DistributedCollector(Collector):
         if stacks:
             stacks["buckets"] = [[t + shift, groups] for t, groups in stacks["buckets"]]
             self.stacks.merge_remote(stacks)
+        if msg.get("tables"):  # actions, transfers, memory per worker (scheduler clock)
+            self._log_errors(self.log.worker_tables(msg["tables"], self.to_perf))
+
+    # ------------------------------------------------------------ cluster tables
+    def _log_errors(self, errors: list[str]) -> None:
+        for error in errors:  # that part is off on that worker (or the scheduler)
+            self._fail(f"cluster tables: {error}", whole=False)
+
+    def _reduce_tables(self, why: str) -> None:
+        """Workers without daskprofile: actions from the scheduler's ``startstops``, memory
+        from its heartbeats, no transfer logs (``reduced`` says so)."""
+        o = self.options
+        if o["tasks"]:
+            name = self.topic
+            enabled = self._guard(
+                "scheduler actions",
+                self.client.run_on_scheduler,
+                enable_actions,
+                name=name,
+                whole=False,
+            )
+            if enabled:
+                self.reduced["actions"] = (
+                    f"{why}: from the scheduler's startstops (disk reads and writes in the "
+                    "workers' clocks; bytes not known)"
+                )
+            self.reduced["transfers"] = f"{why}: no transfer logs"
+        if o["resources"]:
+            self.reduced["memory"] = (
+                f"{why}: from the scheduler's heartbeats (no spilled keys, no spill counters)"
+            )
 
     # ------------------------------------------------------------ reading
     def tasks_snapshot(self) -> dict[str, Any]:

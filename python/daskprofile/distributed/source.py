@@ -34,8 +34,10 @@ import numpy as np
 from ..collectors.cache import CacheCollector
 from ..collectors.stacks import StackCollector
 from ..collectors.tasks import RemoteRows, TaskCollector
+from ..failures import message_from_repr
 from ..keys import key_label
 from ..run import Run
+from ._cluster_log import ClusterLog, attach_tables
 from ._common import worker_address
 from ._tables import Lookup, cluster_totals
 from .collector import DistributedCollector, active_client
@@ -109,6 +111,8 @@ class _Client:
         self.worker_delay: dict[str, float] = {}
         #: targets told what this client's collector records in a reduced way
         self.reduced_in: set[Target] = set()
+        #: graph number -> group id -> span names, of graphs with tasks in spans
+        self.spans: dict[int, dict[int, tuple[str, ...]]] = {}
 
 
 class ClusterSource:
@@ -121,6 +125,8 @@ class ClusterSource:
         self.clients: dict[str, _Client] = {}  # client id -> its collector and routing
         self.default: Target | None = None  # rows of graphs not submitted for a target
         self.errors: list[dict[str, str]] = []
+        #: every client's actions, transfers, memory and workers (runs read their window)
+        self.log = ClusterLog(settings.max_records)
 
     # ------------------------------------------------------------ clients
     def add_client(self, client: Any = None) -> bool:
@@ -164,6 +170,7 @@ class ClusterSource:
             max_records=s.max_records,
             all_clients=s.all_clients,
             stacks_into=self.stacks,
+            log=self.log,
         )
         collector.errors = []
         collector.router = _Router(self, client)
@@ -194,6 +201,7 @@ class ClusterSource:
             for entry in self.clients.values():
                 for address, proc in list(entry.collector.processes.items()):
                     target.resource_start.setdefault(address, proc.columns.n)
+        attach_tables(self.log, target.run)  # run.actions, .transfers, .memory, .workers
 
     def pending(self, target: Target) -> int:
         """Graphs of ``target`` whose tasks have not all been recorded yet."""
@@ -208,8 +216,10 @@ class ClusterSource:
                 for number in [n for n, t in entry.owner.items() if t is target]:
                     del entry.owner[number]
                     entry.left.pop(number, None)
+                    entry.spans.pop(number, None)
             if self.default is target:
                 self.default = None
+        self.log.release(target.run)  # cluster tables' rows no run reads any more go
 
     # ------------------------------------------------------------ reading
     def processes(self, target: Target) -> dict[str, Callable[[int], Any]]:
@@ -306,6 +316,8 @@ class ClusterSource:
             if target is None:
                 continue
             entry.owner[number] = target
+            if graph.get("spans"):
+                entry.spans[number] = {int(g): tuple(names) for g, names in graph["spans"]}
             _mark_distributed(target.run)
             _tell_reduced(entry, target)
             if announced is None:  # a graph nobody announced (another client, all_clients)
@@ -325,6 +337,7 @@ class ClusterSource:
                 entry.left[n] = int(left)
                 continue
             entry.left.pop(n, None)
+            entry.spans.pop(n, None)
             del entry.owner[n]
             target.waiting = max(0, target.waiting - 1)
 
@@ -372,6 +385,8 @@ class ClusterSource:
             stop=stops,
             error=[rows["error"][i] for i in picked],
             compute=[int(rows["compute"][i]) for i in picked],
+            span=_row_spans(entry.spans, rows, picked),
+            exception=_row_texts(names.texts, keys, rows, picked),
         )
         first = tasks.add_rows(remote)
         if "worker" in entry.collector.registered:  # its worker plugin sends them
@@ -409,6 +424,8 @@ class _Names:
     groups: list[str]
     workers: list[str]
     to_perf: float
+    #: the batch's failed tasks' ``[exception_text, traceback_text]`` by key label
+    texts: Mapping[str, Any] = field(default_factory=dict)
 
 
 class _Router:
@@ -425,6 +442,7 @@ class _Router:
             if entry is None:
                 return
             names = _Names(collector.groups.names, collector.worker_labels.names, collector.to_perf)
+            names.texts = msg.get("exceptions") or {}
             source._graphs(entry, msg.get("graphs") or [], collector.groups)
             source._tasks(entry, msg["tasks"], names)
             source._cache(msg["cache"], names)
@@ -491,6 +509,31 @@ def _tell_reduced(entry: _Client, target: Target) -> None:
     if reduced and not target.run.finished:
         target.run.meta.reduced.update(reduced)
         entry.reduced_in.add(target)
+
+
+def _row_spans(
+    spans: Mapping[int, Mapping[int, tuple[str, ...]]], rows: Mapping[str, Any], picked: list[int]
+) -> list[tuple[str, ...] | None] | None:
+    """Span names of the picked rows, by their graph and group (None: no graph in a span)."""
+    if not spans:
+        return None
+    nowhere: Mapping[int, tuple[str, ...]] = {}
+    compute, group = rows["compute"], rows["group"]
+    return [spans.get(int(compute[i]), nowhere).get(int(group[i])) for i in picked]
+
+
+def _row_texts(
+    texts: Mapping[str, Any], keys: list[str], rows: Mapping[str, Any], picked: list[int]
+) -> list[tuple[str, str] | None] | None:
+    """``(message, traceback)`` of the picked rows that failed (None: not known)."""
+    if not texts:
+        return None
+    errors = rows["error"]
+    out: list[tuple[str, str] | None] = []
+    for key, i in zip(keys, picked, strict=True):
+        found = texts.get(key) if errors[i] is not None else None
+        out.append((message_from_repr(str(found[0])), str(found[1])) if found else None)
+    return out
 
 
 def _pop_or(table: dict[str, float], key: str, default: float) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import colorsys
 import hashlib
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -39,7 +40,28 @@ class RunLike(Protocol):
     def cache(self) -> pd.DataFrame: ...
 
     @property
+    def exceptions(self) -> pd.DataFrame: ...
+
+    @property
     def stacks(self) -> Mapping[str, Tree]: ...
+
+    # cluster runs (empty tables elsewhere): see daskprofile.cluster_views
+    @property
+    def actions(self) -> pd.DataFrame: ...
+
+    @property
+    def transfers(self) -> pd.DataFrame: ...
+
+    @property
+    def memory(self) -> pd.DataFrame: ...
+
+    @property
+    def workers(self) -> pd.DataFrame: ...
+
+    @property
+    def reruns(self) -> pd.DataFrame: ...
+
+    def bandwidth(self, by: str = "workers", dt: float = 1.0) -> pd.DataFrame: ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +129,28 @@ def task_arrays(run: RunLike) -> TaskArrays:
         groups=groups,
         lanes=lanes,
     )
+
+
+def format_seconds(seconds: float) -> str:
+    """``1.23 s``, ``45.6 ms``, ``789 us`` (three significant digits)."""
+    if not math.isfinite(seconds):
+        return "-"
+    magnitude = abs(seconds)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("\u00b5s", 1e-6)):
+        if magnitude >= scale or unit == "\u00b5s":
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"  # pragma: no cover
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GB``, ``230 MB``, ..."""
+    if not math.isfinite(n):
+        return "-"
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"  # pragma: no cover
 
 
 def group_color(group: str) -> str:

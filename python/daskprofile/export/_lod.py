@@ -121,11 +121,19 @@ def decimate(x: np.ndarray, y: np.ndarray, bins: int = 2_000) -> tuple[np.ndarra
 
     Lines with fewer than ``4 * bins`` points are returned unchanged.
     """
-    n = len(x)
-    if n <= 4 * bins:
+    if len(x) <= 4 * bins:
         return x, y
     order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
+    idx = decimate_rows(x[order], y[order], bins)
+    return x[order][idx], y[order][idx]
+
+
+def decimate_rows(x: np.ndarray, y: np.ndarray, bins: int = 2_000) -> np.ndarray:
+    """Rows of a line sorted by ``x`` that :func:`decimate` keeps (all below ``4 * bins``):
+    whole rows, so that several columns (stacked areas) can be thinned together."""
+    n = len(x)
+    if n <= 4 * bins:
+        return np.arange(n)
     edges = np.linspace(x[0], x[-1], bins + 1)
     which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
     first = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])
@@ -138,5 +146,5 @@ def decimate(x: np.ndarray, y: np.ndarray, bins: int = 2_000) -> tuple[np.ndarra
         # the first index reaching the extreme in each bin
         bin_of = np.searchsorted(first, pos, side="right") - 1
         keep.append(pos[np.r_[True, bin_of[1:] != bin_of[:-1]]])
-    idx = np.unique(np.concatenate(keep))
-    return x[idx], y[idx]
+    rows: np.ndarray = np.unique(np.concatenate(keep))
+    return rows

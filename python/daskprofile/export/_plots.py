@@ -1,4 +1,5 @@
-"""Bokeh models of the HTML snapshot: CPU/memory, cache, flame graph, memory; the tabs.
+"""Bokeh models of the HTML snapshot: CPU/memory, cache, flame graph, memory; the tabs
+(a cluster run's actions, Memory and Bandwidth tabs: ``_cluster_stream``, ``_cluster``).
 
 Strings from the run travel only as bokeh data (column values, tick labels, legend labels,
 ``CustomJSHover`` arguments); the JavaScript snippets here are constants.
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import pandas as pd
 
+from ._cluster import cluster_tabs
+from ._cluster_stream import draw_cluster
 from ._common import RunLike, TaskArrays, group_color, task_arrays
 from ._flame import flame_columns
 from ._lod import decimate
@@ -214,8 +217,11 @@ def run_tabs(
 
     arrays = task_arrays(run) if arrays is None else arrays
     x_range = _time_range(run, arrays)
-    timeline = [task_stream(arrays, x_range), *resource_figures(run, x_range)]
+    stream = task_stream(arrays, x_range)
+    draw_cluster(stream, run, arrays)
+    timeline = [stream, *resource_figures(run, x_range)]
     tabs = [TabPanel(title="Timeline", child=column(timeline, sizing_mode="stretch_width"))]
+    tabs += cluster_tabs(run, x_range)
     lines = cache_lines(run)
     cache = (
         _line_figure(x_range, "Cache occupancy by group", "occupancy", lines)

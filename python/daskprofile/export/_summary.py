@@ -11,7 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from ._common import RunLike, TaskArrays, group_color, task_arrays
+from ._cluster_summary import cluster_html, is_cluster_run
+from ._common import (
+    RunLike,
+    TaskArrays,
+    format_bytes,
+    format_seconds,
+    group_color,
+    task_arrays,
+)
+from ._sections import exceptions_html, spans_html
 
 #: per-group rows shown before the rest is folded into a note
 MAX_GROUP_ROWS = 200
@@ -20,28 +29,6 @@ MAX_ERROR_ROWS = 20
 _HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 #: longest tasks listed by key
 SLOWEST_ROWS = 10
-
-
-def format_seconds(seconds: float) -> str:
-    """``1.23 s``, ``45.6 ms``, ``789 us`` (three significant digits)."""
-    if not math.isfinite(seconds):
-        return "-"
-    magnitude = abs(seconds)
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("\u00b5s", 1e-6)):
-        if magnitude >= scale or unit == "\u00b5s":
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"  # pragma: no cover
-
-
-def format_bytes(n: float) -> str:
-    """``1.5 GB``, ``230 MB``, ..."""
-    if not math.isfinite(n):
-        return "-"
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.3g} {unit}"
-        n /= 1000
-    return f"{n:.3g} TB"  # pragma: no cover
 
 
 def run_duration(run: RunLike, arrays: TaskArrays) -> float:
@@ -83,7 +70,7 @@ def _facts(run: RunLike, arrays: TaskArrays) -> Iterator[tuple[str, str]]:
     yield "duration", format_seconds(run_duration(run, arrays))
     yield "tasks", f"{len(arrays):,}"
     yield "errors", f"{int(arrays.error.sum()):,}"
-    yield "workers", f"{len(arrays.lanes):,}"
+    yield "worker threads" if is_cluster_run(run) else "workers", f"{len(arrays.lanes):,}"
     busy = float(np.maximum(arrays.stop - arrays.start, 0).sum())
     yield "task time", format_seconds(busy)
     res = run.resources
@@ -210,8 +197,10 @@ def summary_html(run: RunLike, *, code: str | None = None, arrays: TaskArrays | 
     parts = [
         _facts_html(run, arrays),
         _notes_html(run),
-        _errors_html(arrays),
+        exceptions_html(run) or _errors_html(arrays),
         _groups_html(arrays) if len(arrays) else '<p class="dp-note">No tasks recorded.</p>',
+        spans_html(run),
+        cluster_html(run),
         _slowest_html(arrays),
         _code_html(code),
     ]

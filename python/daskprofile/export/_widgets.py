@@ -22,6 +22,15 @@ function fmt(s) {
   return (s * 1e6).toPrecision(3) + " \u00b5s";
 }
 """
+_FMT_BYTES = """
+function fmt(n) {
+  if (n === null || n === undefined || !isFinite(n) || n < 0) return "-";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let i = 0;
+  while (Math.abs(n) >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return (i ? n.toPrecision(3) : String(Math.round(n))) + " " + units[i];
+}
+"""
 _TOOLS = "xpan,xwheel_zoom,xbox_zoom,reset,save"
 
 
@@ -30,6 +39,20 @@ def seconds_hover(code: str = "return fmt(value);", **args: Any) -> Any:
     from bokeh.models import CustomJSHover
 
     return CustomJSHover(args=args, code=_FMT_SECONDS + code)
+
+
+def bytes_hover(suffix: str = "") -> Any:
+    """A hover formatter showing bytes as B/kB/MB/GB (``-``: not known), then ``suffix``."""
+    from bokeh.models import CustomJSHover
+
+    return CustomJSHover(args={"suffix": suffix}, code=_FMT_BYTES + "return fmt(value) + suffix;")
+
+
+def bytes_ticks() -> Any:
+    """An axis tick formatter in B/kB/MB/GB."""
+    from bokeh.models import CustomJSTickFormatter
+
+    return CustomJSTickFormatter(code=_FMT_BYTES + "return tick > 0 ? fmt(tick) : String(tick);")
 
 
 def lookup_hover(names: list[str]) -> Any:

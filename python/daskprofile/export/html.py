@@ -1,9 +1,13 @@
 """Self-contained HTML snapshot of one or more runs (BokehJS inlined, no network request).
 
-Layout per run: a summary written as plain escaped HTML (duration, tasks, per-group table,
+Layout per run: a summary written as plain escaped HTML (duration, tasks, exceptions with
+their tracebacks, per-group and per-span tables, where a cluster run ran and its workers,
 calling code), then bokeh tabs: timeline (task stream with CPU and memory on the same,
-linked time axis), cache occupancy (one line per group), flame graph per group (group
-selector) and memory samples. Big runs go through level of detail (see ``_lod``), so the
+linked time axis; a cluster's transfers, disk reads/writes and workers leaving on the task
+stream), a cluster's memory and bandwidth, cache occupancy (one line per group), flame
+graph per group (group selector) and memory samples. A run without cluster tables (local,
+or an older file) has no cluster section or tab. ``run.filter(span=)`` gives the snapshot
+of one span. Big runs go through level of detail (see ``_lod``), so the
 file size stays bounded by screen pixels rather than by tasks.
 
 Every string that comes from a run (keys, groups, workers, frames, code) reaches the page
@@ -39,6 +43,7 @@ vertical-align:baseline}
 pre.dp-code{background:#f6f8fa;padding:.6em;overflow:auto;max-height:24em;font-size:.85em}
 .dp-note{color:#666;font-size:.9em}.dp-error{color:#b00020}
 details{margin:.5em 0}summary{cursor:pointer}
+details.dp-exception{margin:.3em 0}details.dp-exception p{margin:.2em 0 .2em 1em}
 """
 
 

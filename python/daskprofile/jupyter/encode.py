@@ -1,11 +1,13 @@
 """Encoding of the comm protocol's messages (docs/protocol.md), and the browser's decoding.
 
 A message is ``(data, buffers)``: ``data`` a JSON-safe dict with a string ``type``,
-``buffers`` a list of ``bytes``. Columnar payloads (``tasks``, ``resources``, ``cache``)
-travel as one little-endian typed array per column, in the order of ``data["columns"]``;
-their times are float32 offsets from the batch's ``base`` (seconds since the run's
-``t0``). :func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)``
-per column), so tests and benchmarks see what the browser sees.
+``buffers`` a list of ``bytes``. Columnar payloads (``tasks``, ``resources``, ``cache``,
+and since 1.2 a cluster's ``actions``, ``memory`` and ``transfers``) travel as one
+little-endian typed array per column, in the order of ``data["columns"]``; their times are
+float32 offsets from the batch's ``base`` (seconds since the run's ``t0``). :func:`needs`
+says which protocol version a message needs: a panel is sent only what it can read.
+:func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)`` per
+column), so tests and benchmarks see what the browser sees.
 
 Nothing here imports Jupyter: the encoder is pure and deterministic, which lets
 ``tests/fixtures/protocol/generate.py`` pin every message type in a JSON fixture.
@@ -22,15 +24,22 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ACTION_CODES",
     "COLUMNS",
     "Message",
+    "TABLES_VERSION",
+    "action_lane",
+    "cluster_workers",
     "decode",
     "error",
+    "exceptions",
     "export",
     "from_fixture",
     "groups",
     "hello",
+    "is_action_lane",
     "keys",
+    "needs",
     "progress",
     "run_end",
     "run_start",
@@ -60,6 +69,24 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "resources": (("time", "<f4"), ("cpu", "<f4"), ("memory", "<f8"), ("processes", "<u2")),
     "cache": (("time", "<f4"), ("group", "<u2"), ("metric", "<f8")),
+    # protocol 1.2: a cluster's tables
+    "actions": (
+        ("worker", "<u2"),
+        ("action", "u1"),
+        ("group", "<u2"),
+        ("start", "<f4"),
+        ("stop", "<f4"),
+        ("bytes", "<f8"),
+    ),
+    "memory": (("time", "<f4"), ("managed", "<f8"), ("unmanaged", "<f8"), ("spilled", "<f8")),
+    "transfers": (
+        ("start", "<f4"),
+        ("stop", "<f4"),
+        ("source", "<u2"),
+        ("destination", "<u2"),
+        ("bytes", "<f8"),
+        ("incoming", "u1"),
+    ),
 }
 
 #: columns holding times (float32 offsets from ``base`` on the wire)
@@ -67,12 +94,25 @@ TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "tasks": ("submit", "start", "stop"),
     "resources": ("time",),
     "cache": ("time",),
+    "actions": ("start", "stop"),
+    "memory": ("time",),
+    "transfers": ("start", "stop"),
 }
 
+#: codes of the ``action`` column of ``actions`` batches (protocol 1.2)
+ACTION_CODES = ("transfer", "disk-read", "disk-write", "deserialize")
+
 _UINT_MAX = {"<u2": 0xFFFF, "u1": 0xFF}
+#: columnar types whose batches name a ``source``
+SOURCED = ("resources", "memory")
 
 #: protocol version that added the optional ``source`` of ``resources`` batches
 SOURCE_VERSION = "1.1"
+#: protocol version that added a cluster's tables (``actions``, ``memory``, ``transfers``,
+#: ``exceptions``, ``cluster_workers``) and lanes only actions use
+TABLES_VERSION = "1.2"
+#: message types of :data:`TABLES_VERSION`
+TABLE_TYPES = frozenset({"actions", "memory", "transfers", "exceptions", "cluster_workers"})
 
 
 # ---------------------------------------------------------------- versions
@@ -96,6 +136,25 @@ def speaks(peer: object, version: str) -> bool:
     """
     have, need = _version(peer), _version(version)
     return have is not None and need is not None and have[0] == need[0] and have >= need
+
+
+def needs(data: Mapping[str, Any]) -> str:
+    """The protocol version a panel needs to read message ``data``: ``"1.2"`` for a
+    cluster's tables and for a ``workers`` message of lanes only actions use (labelled
+    with a worker's address alone, see :func:`action_lane`), ``"1.1"`` for a sourced
+    ``resources`` batch, else ``"1.0"``."""
+    kind = data.get("type")
+    if kind in TABLE_TYPES:
+        return TABLES_VERSION
+    if (
+        kind == "workers"
+        and data.get("labels")
+        and all(is_action_lane(label) for label in data["labels"])
+    ):
+        return TABLES_VERSION
+    if kind == "resources" and data.get("source") is not None:
+        return SOURCE_VERSION
+    return "1.0"
 
 
 # ---------------------------------------------------------------- JSON safety
@@ -164,8 +223,21 @@ def worker_kind(label: str) -> str:
     return "worker"
 
 
+def action_lane(address: str) -> str:
+    """Label of a lane for the actions of a cluster worker none of whose threads has a
+    lane yet: its address alone (a thread's lane is ``"<address> thread <n>"``)."""
+    return address
+
+
+def is_action_lane(label: object) -> bool:
+    """Whether ``label`` is an :func:`action_lane` (no task row ever uses one): a worker's
+    address (``tcp://...``, ``tls://...``, ``inproc://...``) without a thread."""
+    return isinstance(label, str) and "://" in label and " thread " not in label
+
+
 def workers(run: str, ids: Sequence[int], labels: Sequence[str]) -> Message:
-    """New workers; their kind is read from the label."""
+    """New workers; their kind is read from the label. Send lanes of tasks and
+    :func:`action_lane` s in separate messages (the latter reach 1.2 panels only)."""
     kinds = [worker_kind(label) for label in labels]
     return _msg("workers", run=run, ids=list(ids), labels=list(labels), kinds=kinds)
 
@@ -212,6 +284,26 @@ def run_end(
     return _msg("run_end", **fields)
 
 
+def exceptions(
+    run: str, rows: Sequence[Mapping[str, Any]], first: int, dropped_rows: int
+) -> Message:
+    """Tasks that raised (protocol 1.2): ``rows`` of ``key``, ``group``, ``worker``,
+    ``time`` (s since t0), ``type``, ``message``, ``traceback``; ``first``: the index of
+    the first row in the run's exceptions table; ``dropped_rows``: failures not kept."""
+    fields = ("key", "group", "worker", "time", "type", "message", "traceback")
+    kept = [{f: row.get(f) for f in fields} for row in rows]
+    return _msg("exceptions", run=run, rows=kept, first=int(first), dropped=int(dropped_rows))
+
+
+def cluster_workers(run: str, members: Sequence[Mapping[str, Any]]) -> Message:
+    """The workers of a cluster run (protocol 1.2), the whole list: ``address``, ``name``,
+    ``host``, ``threads``, ``memory_limit``, ``joined``/``left`` (s since t0, or None:
+    before the run / still there), ``reason`` (None, closed, retired, lost, timed out)."""
+    fields = ("address", "name", "host", "threads", "memory_limit", "joined", "left", "reason")
+    rows = [{f: m.get(f) for f in fields} for m in members]
+    return _msg("cluster_workers", run=run, workers=rows)
+
+
 def dropped(run: str | None, messages: int, rows: int) -> Message:
     """Counts (so far) of messages and rows the publisher dropped for a slow panel."""
     return _msg("dropped", run=run, messages=messages, rows=rows)
@@ -254,18 +346,22 @@ def table(
     first: int | None = None,
     *,
     source: str | None = None,
+    limit: int = 0,
+    addresses: Sequence[str] = (),
 ) -> Message:
-    """A ``tasks``, ``resources`` or ``cache`` batch.
+    """A columnar batch: ``tasks``, ``resources``, ``cache``, ``actions``, ``memory`` or
+    ``transfers``.
 
     ``columns`` maps each of ``COLUMNS[kind]`` to a 1-d array; times are float64 seconds
     since the run's ``t0`` and are sent as float32 offsets from the batch's ``base``.
-    ``first`` (tasks only) is the run-wide index of the batch's first row. ``source``
-    (resources only, protocol 1.1) names the one worker process the samples measure, e.g.
+    ``first`` (tasks, actions) is the run-wide index of the batch's first row. ``source``
+    (resources, protocol 1.1) names the one worker process the samples measure, e.g.
     ``"tcp://127.0.0.1:40123"`` or ``"pid 4123 @ host"``; ``None`` (the default) is the
-    run's total series, sent without a ``source`` field as in protocol 1.0.
+    run's total series, sent without a ``source`` field as in protocol 1.0. A ``memory``
+    batch (1.2) has a ``source`` (the worker's address, required) and ``limit`` (bytes, 0:
+    none); a ``transfers`` batch (1.2) its new ``addresses`` (appended to the run's list).
     """
-    if source is not None and (kind != "resources" or not isinstance(source, str)):
-        raise ValueError(f"source={source!r}: only a resources batch has a source (a str)")
+    _check_fields(kind, source)
     spec = COLUMNS[kind]
     n = len(np.asarray(columns[spec[0][0]]))
     cols = {name: np.asarray(columns[name]) for name, _ in spec}
@@ -276,12 +372,24 @@ def table(
         values = cols[name] - base if name in times else cols[name]
         buffers.append(_column(values, dtype, n).tobytes())
     fields: dict[str, Any] = {"run": run, "n": n, "base": base}
-    if kind == "tasks":
+    if kind in ("tasks", "actions"):
         fields["first"] = int(first or 0)
     if source is not None:
         fields["source"] = source
+    if kind == "memory":
+        fields["limit"] = int(limit)
+    if kind == "transfers":
+        fields["addresses"] = [str(a) for a in addresses]
     fields["columns"] = [name for name, _ in spec]
     return _msg(kind, buffers, **fields)
+
+
+def _check_fields(kind: str, source: object) -> None:
+    """A ``source`` is a string, of resources (optional) and memory (required) batches."""
+    if kind == "memory" and not isinstance(source, str):
+        raise ValueError(f"source={source!r}: a memory batch names its worker (a str)")
+    if source is not None and (kind not in SOURCED or not isinstance(source, str)):
+        raise ValueError(f"source={source!r}: only resources and memory have a source (a str)")
 
 
 # ---------------------------------------------------------------- decoding (as the panel)
@@ -308,16 +416,56 @@ def decode(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, An
             raise ValueError(f"export carries {len(buffers)} buffers, expected 1")
         out["payload"] = _as_bytes(buffers[0])
         return out
+    check = _JSON_CHECKS.get(kind)
+    if check is not None:
+        check(data)
     spec = COLUMNS.get(kind)
     if spec is None:
         return out
-    source = data.get("source")
-    if source is not None and (kind != "resources" or not isinstance(source, str)):
-        raise ValueError(f"{kind}: 'source' must be a string or null, got {source!r}")
+    _check_batch(kind, data)
     out["arrays"] = _decode_columns(data, buffers, spec)
     base = float(data["base"])
     out["times"] = {c: base + out["arrays"][c].astype(np.float64) for c in TIME_COLUMNS[kind]}
     return out
+
+
+def _check_batch(kind: str, data: Mapping[str, Any]) -> None:
+    source = data.get("source")
+    if source is not None and (kind not in SOURCED or not isinstance(source, str)):
+        raise ValueError(f"{kind}: 'source' must be a string or null, got {source!r}")
+    if kind == "memory" and not (isinstance(source, str) and _is_number(data.get("limit"))):
+        raise ValueError(f"memory: needs a string 'source' and a number 'limit': {data!r}")
+    if kind == "transfers" and not _strings(data.get("addresses")):
+        raise ValueError(f"transfers: 'addresses' must be a list of strings: {data!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _rows_of(data: Mapping[str, Any], field: str, keys: tuple[str, ...]) -> None:
+    rows = data.get(field)
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and all(k in r for k in keys) for r in rows
+    ):
+        raise ValueError(f"{data.get('type')}: {field!r} must be a list of rows with {keys}")
+
+
+def _check_exceptions(data: Mapping[str, Any]) -> None:
+    _rows_of(data, "rows", ("key", "group", "worker", "time", "type", "message", "traceback"))
+    if not (_is_number(data.get("first")) and _is_number(data.get("dropped"))):
+        raise ValueError(f"exceptions: 'first' and 'dropped' must be numbers: {data!r}")
+
+
+def _check_cluster_workers(data: Mapping[str, Any]) -> None:
+    _rows_of(data, "workers", ("address", "joined", "left", "reason"))
+
+
+_JSON_CHECKS = {"exceptions": _check_exceptions, "cluster_workers": _check_cluster_workers}
 
 
 def _decode_columns(

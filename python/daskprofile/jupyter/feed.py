@@ -2,15 +2,25 @@
 
 A :class:`Feed` keeps cursors into a run's tables and, on each :meth:`Feed.poll`, turns the
 rows recorded since the previous poll into ``groups``/``workers`` (only the new ones),
-``tasks``, ``cache``, ``resources``, ``stacks`` and ``progress`` messages. Readers are
-small functions ``read(cursor) -> Read``; live readers copy only the new rows from the
-collectors (numpy copies under the collector's lock, no key decoding), frozen readers
-slice a finished :class:`~daskprofile.run.Run`. Feeds run on the publisher's thread only.
+``tasks``, ``cache``, ``resources``, ``stacks`` and ``progress`` messages, and (protocol
+1.2) ``exceptions`` and a cluster's ``cluster_workers``, ``actions``, ``memory`` and
+``transfers``. Readers are small functions ``read(cursor) -> Read``; live readers copy
+only the new rows from the collectors (numpy copies under the collector's lock, no key
+decoding), frozen readers slice a finished :class:`~daskprofile.run.Run`. Feeds run on the
+publisher's thread only.
+
+Lanes: a ``workers`` id is a lane of the feed; task rows' lanes come from their source's
+worker labels. An action goes on the lane of the task row of its key when the run holds
+one on that worker (task keys are decoded, once, only for runs with actions; an action
+waits up to :data:`ACTION_WAIT` seconds for its task row), else on the first lane of its
+worker's address, or on a lane of that address alone (``encode.action_lane``: sent only
+to 1.2 panels, since no task row uses it).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from time import perf_counter
 from typing import Any
@@ -26,6 +36,12 @@ from . import encode
 BATCH_ROWS = 65_536
 #: cache occupancy is sent at most once per group per this many seconds (the last value)
 CACHE_RESOLUTION = 1e-3
+#: seconds (since it stopped) an action waits for the task row of its key, while live
+ACTION_WAIT = 2.0
+#: failed tasks per ``exceptions`` message (their texts are a few KB each)
+EXCEPTION_ROWS = 100
+#: keys added to a :class:`_KeyLanes` before they are merged into its sorted arrays
+_MERGE_KEYS = 65_536
 
 
 # ---------------------------------------------------------------- the feed
@@ -39,6 +55,51 @@ class _Positions:
     stacks: float | None = None  # start of the last cycle sent
     #: per worker process of a cluster (its label): resource rows read
     processes: dict[str, int] = field(default_factory=dict)
+    exceptions: int = 0
+    actions: int = 0
+    transfers: int = 0
+    memory: int = 0
+
+
+class _KeyLanes:
+    """The lane of each task key seen (a key's latest row wins), in about 12 bytes a key:
+    hashes of the labels in sorted numpy arrays, the newest in a dict until merged."""
+
+    def __init__(self) -> None:
+        self.hashes = np.empty(0, np.int64)
+        self.lanes = np.empty(0, np.int32)
+        self.recent: dict[int, int] = {}
+
+    def add(self, keys: list[str], lanes: np.ndarray) -> None:
+        self.recent.update(zip(map(hash, keys), lanes.tolist(), strict=True))
+        if len(self.recent) >= max(_MERGE_KEYS, len(self.hashes) // 4):
+            self._merge()
+
+    def _merge(self) -> None:
+        n = len(self.recent)
+        hashes = np.concatenate([self.hashes, np.fromiter(self.recent, np.int64, n)])
+        lanes = np.concatenate([self.lanes, np.fromiter(self.recent.values(), np.int32, n)])
+        order = np.argsort(hashes, kind="stable")  # the newer of equal hashes comes last
+        hashes, lanes = hashes[order], lanes[order]
+        last = np.ones(len(hashes), bool)
+        last[:-1] = hashes[1:] != hashes[:-1]
+        self.hashes, self.lanes, self.recent = hashes[last], lanes[last], {}
+
+    def get(self, keys: list[str]) -> np.ndarray:
+        """Lanes of ``keys`` (-1: not seen)."""
+        wanted = np.fromiter(map(hash, keys), np.int64, len(keys))
+        out = np.full(len(keys), -1, np.int64)
+        if len(self.hashes):
+            pos = np.minimum(np.searchsorted(self.hashes, wanted), len(self.hashes) - 1)
+            found = self.hashes[pos] == wanted
+            out[found] = self.lanes[pos[found]]
+        recent = self.recent
+        if recent:
+            for i, h in enumerate(wanted.tolist()):
+                lane = recent.get(h)
+                if lane is not None:
+                    out[i] = lane
+        return out
 
 
 @dataclass
@@ -52,11 +113,27 @@ class Feed:
     at: _Positions = field(default_factory=_Positions)
     group_names: list[str] = field(default_factory=list)
     group_ids: dict[str, int] = field(default_factory=dict)
-    worker_labels: list[str] = field(default_factory=list)
+    worker_labels: list[str] = field(default_factory=list)  # label of each lane
+    lane_ids: dict[str, int] = field(default_factory=dict)
+    #: lanes only actions use (labelled with a worker's address alone)
+    action_only: set[int] = field(default_factory=set)
+    #: worker addresses of ``transfers`` rows (ids index this list), and how many were sent
+    addresses: list[str] = field(default_factory=list)
+    address_ids: dict[str, int] = field(default_factory=dict)
+    addresses_sent: int = 0
+    members_sent: list[dict[str, Any]] | None = None  # the last ``cluster_workers`` list
     done: dict[int, int] = field(default_factory=dict)  # group id -> tasks that succeeded
     erred: dict[int, int] = field(default_factory=dict)  # group id -> tasks that raised
     rows: int = 0  # task rows read so far
     progress_at: float = 0.0  # when the last live progress message was made
+    #: lanes of the task source's worker ids (its labels only grow)
+    _task_lanes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: first lane of each worker address (a cluster's), of task rows then of actions
+    _address_lane: dict[str, int] = field(default_factory=dict)
+    _key_lanes: _KeyLanes = field(default_factory=_KeyLanes)
+    #: task rows whose keys are not in ``_key_lanes`` yet: (first row, lanes)
+    _unindexed: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    _members_version: Any = None  # of the last ``cluster_workers`` list read
 
     @property
     def id(self) -> str:
@@ -78,9 +155,14 @@ class Feed:
         """Messages for what was recorded since the last poll (``upto``: stop there)."""
         out: list[encode.Message] = []
         out += self._tasks(upto.tasks if upto else None)
+        out += self._exceptions(upto.exceptions if upto else None)
         out += self._cache(upto.cache if upto else None)
         out += self._resources(upto.resources if upto else None)
         out += self._processes(upto.processes if upto else None)
+        out += self._members()
+        out += self._actions(final or upto is not None, upto.actions if upto else None)
+        out += self._transfers(upto.transfers if upto else None)
+        out += self._memory(upto.memory if upto else None)
         out += self._stacks(final, upto.stacks if upto else None)
         return out
 
@@ -90,13 +172,15 @@ class Feed:
         other.group_names = list(self.group_names)
         other.group_ids = dict(self.group_ids)
         other.worker_labels = list(self.worker_labels)
+        other.lane_ids = dict(self.lane_ids)
+        other.action_only = set(self.action_only)
+        other._address_lane = dict(self._address_lane)
+        other.addresses = list(self.addresses)
+        other.address_ids = dict(self.address_ids)
         out = other.start()
         if other.group_names:
             out.append(_groups(self.id, 0, other.group_names))
-        if other.worker_labels:
-            out.append(
-                encode.workers(self.id, range(len(other.worker_labels)), other.worker_labels)
-            )
+        out += other._lanes_message(range(len(other.worker_labels)))
         # no stacks cycle sent yet: send none (the live feed will)
         upto = replace(
             self.at,
@@ -104,6 +188,8 @@ class Feed:
             processes=dict(self.at.processes),
         )
         out += other.poll(upto=upto)
+        if other.addresses_sent < len(other.addresses):  # known, in no row caught up
+            out += other._batches("transfers", _no_transfers(), 0)
         out += other.progress()
         return out
 
@@ -139,12 +225,41 @@ class Feed:
         new = self.group_names[known:]
         return ids, [_groups(self.id, known, new)] if new else []
 
-    def _new_workers(self, labels: list[str]) -> list[encode.Message]:
-        known = len(self.worker_labels)
+    def _lanes(self, labels: list[str]) -> tuple[np.ndarray, list[encode.Message]]:
+        """Lanes of a task source's worker lookup, and ``workers`` messages for new ones."""
+        known = len(self._task_lanes)
         if len(labels) <= known:
-            return []
-        self.worker_labels = list(labels)
-        return [encode.workers(self.id, range(known, len(labels)), labels[known:])]
+            return self._task_lanes, []
+        before = len(self.worker_labels)
+        lanes = [self._lane(str(label)) for label in labels[known:]]
+        self._task_lanes = np.concatenate([self._task_lanes, np.asarray(lanes, np.int64)])
+        return self._task_lanes, self._lanes_message(range(before, len(self.worker_labels)))
+
+    def _lane(self, label: str, action_only: bool = False) -> int:
+        """The lane of ``label``, added if new (a cluster worker's first task lane is
+        where its actions without a task row go)."""
+        lane = self.lane_ids.get(label)
+        if lane is not None:
+            return lane
+        lane = self.lane_ids[label] = len(self.worker_labels)
+        self.worker_labels.append(label)
+        if action_only:
+            self.action_only.add(lane)
+        elif encode.worker_kind(label) == "worker":
+            address = _address(label)
+            if self._address_lane.get(address, -1) in self.action_only | {-1}:
+                self._address_lane[address] = lane
+        return lane
+
+    def _lanes_message(self, lanes: Any) -> list[encode.Message]:
+        """``workers`` messages for ``lanes``: those of tasks, then those only actions use
+        (apart: a panel older than 1.2 gets the first only)."""
+        out = []
+        for only in (False, True):
+            ids = [i for i in lanes if (i in self.action_only) == only]
+            if ids:
+                out.append(encode.workers(self.id, ids, [self.worker_labels[i] for i in ids]))
+        return out
 
     # ------------------------------------------------------------ tables
     def _read(self, reader: Reader | None, cursor: int, upto: int | None) -> Read | None:
@@ -165,10 +280,14 @@ class Feed:
         if read.n <= 0:
             return []
         ids, out = self._group_map(read.cols["groups"])
-        out += self._new_workers(read.cols["workers"])
+        lanes, new_lanes = self._lanes(read.cols["workers"])
+        out += new_lanes
         group = ids[np.asarray(read.cols["group"], np.int64)] if len(ids) else np.zeros(read.n)
+        worker = _pick(lanes, read.cols["worker"])
+        if self.cursors.actions is not None:  # their keys may be wanted for actions' lanes
+            self._unindexed.append((read.first, worker.astype(np.int32)))
         self._count(group, np.asarray(read.cols["status"]))
-        cols = {"group": group, "worker": read.cols["worker"], "status": read.cols["status"]}
+        cols = {"group": group, "worker": worker, "status": read.cols["status"]}
         for name in ("submit", "start", "stop"):
             cols[name] = np.asarray(read.cols[name], np.float64) - self.run.t0
         self.rows += read.n
@@ -226,15 +345,181 @@ class Feed:
         return out
 
     def _batches(
-        self, kind: str, cols: dict[str, Any], first: int, source: str | None = None
+        self, kind: str, cols: dict[str, Any], first: int, source: str | None = None, **extra: Any
     ) -> list[encode.Message]:
-        n = len(cols["time" if kind != "tasks" else "start"])
+        n = len(next(iter(cols.values())))
         step = self.batch_rows
         out = []
-        for lo in range(0, n, step):
+        for lo in range(0, max(n, 1 if kind == "transfers" else 0), step):
             part = {k: np.asarray(v)[lo : lo + step] for k, v in cols.items()}
-            index = first + lo if kind == "tasks" else None
-            out.append(encode.table(kind, self.id, part, index, source=source))
+            index = first + lo if kind in ("tasks", "actions") else None
+            if kind == "transfers":
+                extra["addresses"] = self.addresses[self.addresses_sent :]
+                self.addresses_sent = len(self.addresses)
+            out.append(encode.table(kind, self.id, part, index, source=source, **extra))
+        return out
+
+    # ------------------------------------------------------------ protocol 1.2
+    def _exceptions(self, upto: int | None) -> list[encode.Message]:
+        read = self._read(self.cursors.exceptions, self.at.exceptions, upto)
+        if read is None:
+            return []
+        self.at.exceptions = read.cursor
+        if read.n <= 0:
+            return []
+        cols, t0 = read.cols, self.run.t0
+        names = ("key", "group", "worker", "type", "message", "traceback")
+        rows = [
+            {**{name: str(cols[name][i] or "") for name in names}, "time": cols["time"][i] - t0}
+            for i in range(read.n)
+        ]
+        dropped = int(cols.get("dropped", 0) or 0)
+        return [
+            encode.exceptions(self.id, rows[lo : lo + EXCEPTION_ROWS], read.first + lo, dropped)
+            for lo in range(0, len(rows), EXCEPTION_ROWS)
+        ]
+
+    def _members(self) -> list[encode.Message]:
+        """``cluster_workers`` when the run's workers changed (the whole list)."""
+        if self.cursors.members is None:
+            return []
+        version, table = self.cursors.members()
+        if version == self._members_version:
+            return []
+        self._members_version = version
+        members = _members(table, self.run.t0)
+        if members == (self.members_sent or []):
+            return []
+        self.members_sent = members
+        return [encode.cluster_workers(self.id, members)]
+
+    def _actions(self, settled: bool, upto: int | None) -> list[encode.Message]:
+        """Actions (rows of keys whose task row has not come yet wait a little, unless
+        ``settled``: the run has finished or this catches up to a cursor)."""
+        read = self._read(self.cursors.actions, self.at.actions, upto)
+        if read is None:
+            return []
+        if read.n <= 0:
+            self.at.actions = read.cursor
+            return []
+        cols = read.cols
+        addresses = [str(cols["workers"][w]) for w in np.asarray(cols["worker"]).tolist()]
+        lanes = self._key_lane(cols["key"], addresses)
+        n = read.n if settled else _waited(lanes, cols["stop"], perf_counter() - ACTION_WAIT)
+        self.at.actions = read.first + n
+        if n <= 0:
+            return []
+        out = self._fill_lanes(lanes[:n], addresses[:n])
+        ids, groups = self._group_map(cols["groups"])
+        kind = _action_codes(cols["actions"])[np.asarray(cols["action"][:n], np.int64)]
+        known = kind >= 0
+        size = np.asarray(cols["bytes"][:n], np.float64)
+        rows = {
+            "worker": lanes[:n],
+            "action": kind,
+            "group": _pick(ids, cols["group"][:n]),
+            "start": np.asarray(cols["start"][:n], np.float64) - self.run.t0,
+            "stop": np.asarray(cols["stop"][:n], np.float64) - self.run.t0,
+            "bytes": np.where(size < 0, np.nan, size),
+        }
+        if not known.all():  # never, while distributed has only those four
+            rows = {k: v[known] for k, v in rows.items()}
+        return groups + out + self._batches("actions", rows, read.first)
+
+    def _key_lane(self, keys: list[str], addresses: list[str]) -> np.ndarray:
+        """Lane of the task row of each action's key, on the action's worker (-1: none)."""
+        self._index_keys()
+        lanes = self._key_lanes.get(keys)
+        labels = self.worker_labels
+        for i, lane in enumerate(lanes.tolist()):
+            if lane >= 0 and _address(labels[lane]) != addresses[i]:
+                lanes[i] = -1  # it ran elsewhere (again, after a worker left)
+        return lanes
+
+    def _index_keys(self) -> None:
+        """Keys of the task rows read so far into ``_key_lanes`` (each row decoded once)."""
+        keys_at = self.cursors.keys
+        pending, self._unindexed = self._unindexed, []
+        if keys_at is None:
+            return
+        step = self.batch_rows
+        for first, lanes in pending:
+            for lo in range(0, len(lanes), step):
+                part = lanes[lo : lo + step]
+                self._key_lanes.add(keys_at(list(range(first + lo, first + lo + len(part)))), part)
+
+    def _fill_lanes(self, lanes: np.ndarray, addresses: list[str]) -> list[encode.Message]:
+        """Rows without a task lane go to their worker's first lane (made if none)."""
+        known = len(self.worker_labels)
+        for i in np.flatnonzero(lanes < 0).tolist():
+            address = addresses[i]
+            lane = self._address_lane.get(address)
+            if lane is None:
+                lane = self._address_lane[address] = self._lane(
+                    encode.action_lane(address), action_only=True
+                )
+            lanes[i] = lane
+        return self._lanes_message(range(known, len(self.worker_labels)))
+
+    def _transfers(self, upto: int | None) -> list[encode.Message]:
+        read = self._read(self.cursors.transfers, self.at.transfers, upto)
+        if read is None:
+            return []
+        self.at.transfers = read.cursor
+        if read.n <= 0:
+            return []
+        cols = read.cols
+        ids = self._address_map(cols["workers"], cols["source"], cols["destination"])
+        rows = {
+            "start": np.asarray(cols["start"], np.float64) - self.run.t0,
+            "stop": np.asarray(cols["stop"], np.float64) - self.run.t0,
+            "source": ids[np.asarray(cols["source"], np.int64)],
+            "destination": ids[np.asarray(cols["destination"], np.int64)],
+            "bytes": np.asarray(cols["bytes"], np.float64),
+            "incoming": (np.asarray(cols["direction"]) == 0).astype(np.uint8),
+        }
+        return self._batches("transfers", rows, read.first)
+
+    def _address_map(self, names: list[str], *used: Any) -> np.ndarray:
+        """Ids in ``addresses`` of the addresses ``used`` (ids of ``names``), in order of
+        first use; the others map to 0."""
+        ids = np.zeros(len(names), np.int64)
+        seen = np.concatenate([np.asarray(u, np.int64) for u in used])
+        for i in dict.fromkeys(seen.tolist()):
+            name = str(names[i])
+            aid = self.address_ids.get(name)
+            if aid is None:
+                aid = self.address_ids[name] = len(self.addresses)
+                self.addresses.append(name)
+            ids[i] = aid
+        return ids
+
+    def _memory(self, upto: int | None) -> list[encode.Message]:
+        """A ``memory`` batch per worker (managed, unmanaged, spilled bytes)."""
+        read = self._read(self.cursors.memory, self.at.memory, upto)
+        if read is None:
+            return []
+        self.at.memory = read.cursor
+        if read.n <= 0:
+            return []
+        cols = read.cols
+        worker = np.asarray(cols["worker"], np.int64)
+        process = np.asarray(cols["process"], np.float64)
+        managed = np.minimum(np.asarray(cols["managed"], np.float64), process)
+        table = {
+            "time": np.asarray(cols["time"], np.float64) - self.run.t0,
+            "managed": np.maximum(managed, 0.0),
+            "unmanaged": np.maximum(process - managed, 0.0),
+            "spilled": np.maximum(np.asarray(cols["spilled"], np.float64), 0.0),
+        }
+        out = []
+        limits = cols["limits"]
+        for wid in np.unique(worker).tolist():
+            mask = worker == wid
+            part = {k: v[mask] for k, v in table.items()}
+            limit = int(limits[wid] or 0) if wid < len(limits) else 0
+            source = str(cols["workers"][wid])
+            out += self._batches("memory", part, 0, source=source, limit=limit)
         return out
 
     def _stacks(self, final: bool, upto: float | None) -> list[encode.Message]:
@@ -256,6 +541,58 @@ class Feed:
                 t0 = self.run.t0
                 out.append(encode.stacks(self.id, t_start - t0, t_end - t0, trees))
         return out
+
+
+def _address(label: str) -> str:
+    """The worker address of a cluster lane's label (``"<address> thread <n>"``)."""
+    return label.rsplit(" thread ", 1)[0]
+
+
+def _pick(lookup: np.ndarray, ids: Any) -> np.ndarray:
+    """``lookup[ids]`` (zeros when the lookup is empty)."""
+    ids = np.asarray(ids, np.int64)
+    return lookup[ids] if len(lookup) else np.zeros(len(ids), np.int64)
+
+
+def _action_codes(names: list[str]) -> np.ndarray:
+    """Protocol codes of a table's action names (-1: not one of the protocol's)."""
+    codes = encode.ACTION_CODES
+    return np.asarray([codes.index(n) if n in codes else -1 for n in names], np.int64)
+
+
+def _waited(lanes: np.ndarray, stops: Any, before: float) -> int:
+    """Rows that can go: those before the first one without a lane that stopped after
+    ``before`` (its task row may still come)."""
+    waiting = np.flatnonzero((lanes < 0) & (np.asarray(stops, np.float64) > before))
+    return int(waiting[0]) if len(waiting) else len(lanes)
+
+
+def _members(table: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
+    """The ``cluster_workers`` rows of a raw ``workers`` table (times in s since t0)."""
+
+    def since(t: Any) -> float | None:
+        return None if t is None else float(t) - t0
+
+    out = []
+    for i, address in enumerate(table.get("address") or ()):
+        joined = table["joined"][i]
+        out.append(
+            {
+                "address": str(address),
+                "name": str(table["name"][i] or ""),
+                "host": str(table["host"][i] or ""),
+                "threads": int(table["threads"][i] or 0),
+                "memory_limit": int(table["memory_limit"][i] or 0),
+                "joined": None if joined is None or joined < t0 else since(joined),
+                "left": since(table["left"][i]),
+                "reason": table["reason"][i],
+            }
+        )
+    return out
+
+
+def _no_transfers() -> dict[str, np.ndarray]:
+    return {name: np.zeros(0) for name, _ in encode.COLUMNS["transfers"]}
 
 
 def _groups(run: str, first: int, names: list[str]) -> encode.Message:

@@ -1,7 +1,8 @@
 """The rich inline view of a run in a notebook: the HTML snapshot in a sandboxed iframe.
 
 The snapshot of :mod:`daskprofile.export.html` (summary, task stream, CPU/memory, cache,
-flame graph; BokehJS inlined) goes into the ``srcdoc`` of an ``<iframe>``, so the output:
+flame graph; a cluster's workers, memory and bandwidth; BokehJS inlined) goes into the
+``srcdoc`` of an ``<iframe>``, so the output:
 
 * needs no server, no file and no CDN: it renders in JupyterLab, in a notebook exported
   to HTML and offline;

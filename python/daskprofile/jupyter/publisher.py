@@ -8,7 +8,9 @@ poll gives the GIL up many times (numpy, locks), and done in another thread each
 would be a hand-over the computing thread waits for. The sender thread polls when no
 compute did (long tasks, between computes), and it alone calls ``comm.send``: at most
 ``rate`` live messages per second per panel, from a bounded outbox per panel (when it is
-full the oldest data batch is dropped and counted, ``dropped``). Requests (keys, export,
+full the oldest data batch is dropped and counted, ``dropped``). A panel is sent only the
+messages its protocol version reads (``encode.needs``: a 1.1 panel gets no cluster tables,
+a 1.0 one no sourced resources either). Requests (keys, export,
 replay, pause) arrive on any thread and are handed to the sender thread as jobs. Polls,
 jobs and sends hold ``Publisher._work``; a computing thread only ever tries it.
 """
@@ -38,8 +40,11 @@ from .feed import Feed
 
 log = logging.getLogger("daskprofile")
 
-#: message types a full outbox may drop (never the run structure)
-DROPPABLE = frozenset({"tasks", "resources", "cache", "stacks", "progress"})
+#: message types a full outbox may drop (never the run structure, nor ``exceptions`` and
+#: ``cluster_workers``: rare, and what the panel lists)
+DROPPABLE = frozenset(
+    {"tasks", "resources", "cache", "stacks", "progress", "actions", "memory", "transfers"}
+)
 MAX_KEYS = 10_000
 #: at most ~4 progress messages per second per run
 PROGRESS_PERIOD = 0.25
@@ -97,9 +102,14 @@ class Connection:
     def burst(self) -> float:
         return max(1.0, self.rate / 4)
 
+    def reads(self, message: encode.Message) -> bool:
+        """Whether this panel's protocol version reads ``message``."""
+        return encode.speaks(self.protocol, encode.needs(message[0]))
+
     def push(self, messages: list[encode.Message], run: str | None = None) -> None:
-        """Queue live messages; drop the oldest data batches beyond ``max_queue``."""
-        self.outbox.extend(messages)
+        """Queue live messages (those this panel reads); drop the oldest data batches
+        beyond ``max_queue``."""
+        self.outbox.extend(m for m in messages if self.reads(m))
         while len(self.outbox) > self.max_queue and self._drop_one(run):
             pass
 
@@ -229,7 +239,7 @@ class Publisher:
         kept = history.history()
         conn.outbox.appendleft(self.greeting(conn.paused, len(kept)))
         for feed in list(self.feeds.values()):
-            conn.outbox.extend(feed.catch_up())
+            conn.outbox.extend(m for m in feed.catch_up() if conn.reads(m))
         # a kept run without a feed may still have its start/end queued behind this job
         conn.replayed = {_run_id(run) for run in kept} - set(self.feeds)
         for run in kept:
@@ -399,8 +409,9 @@ class Publisher:
                 self._send(conn, encode.dropped(run, *conn.dropped[run]))
         while conn.outbox and conn.tokens >= 1:
             message = conn.outbox.popleft()
-            conn.tokens -= _cost(message)
-            self._send(conn, message)
+            if conn.reads(message):
+                conn.tokens -= _cost(message)
+                self._send(conn, message)
         self._send_replays(conn)
         if conn.outbox or conn.dropped_dirty:
             return max(0.0, (1 - conn.tokens) / conn.rate)
@@ -418,10 +429,8 @@ class Publisher:
 
     def _send(self, conn: Connection, message: encode.Message) -> None:
         data, buffers = message
-        if data.get("source") is not None and not encode.speaks(
-            conn.protocol, encode.SOURCE_VERSION
-        ):
-            return  # a 1.0 panel would add a worker process's samples to the total
+        if not conn.reads(message):
+            return  # e.g. a 1.0 panel would add a worker process's samples to the total
         try:
             conn.comm.send(data, buffers=buffers or None)
             conn.sent += 1
@@ -488,7 +497,7 @@ class Publisher:
         """Catch up live runs and replay finished ones among ``ids`` (sender thread)."""
         for rid, feed in list(self.feeds.items()):
             if rid in ids:
-                conn.outbox.extend(feed.catch_up())
+                conn.outbox.extend(m for m in feed.catch_up() if conn.reads(m))
         for run in history.history():
             if _run_id(run) in ids:
                 conn.replays.append(self._replay(run))
@@ -556,10 +565,13 @@ def _greeting(paused: bool, history: int) -> encode.Message:
 
 def _cost(message: encode.Message) -> float:
     """Tokens a message costs: structural ones ride along with the data they announce, and
-    so do a cluster's per-process resource rows (a few samples each, sent with the total's:
-    counted, they took three tokens of every poll from the task rows)."""
+    so do a cluster's per-process resource rows and per-worker memory samples (a few
+    samples each, sent with the total's: counted, they took three tokens of every poll from
+    the task rows), and its transfer logs (sent with the transfer actions they measure)."""
     data = message[0]
-    return 1.0 if data.get("type") in DROPPABLE and data.get("source") is None else 0.0
+    if data.get("type") not in DROPPABLE or data.get("type") == "transfers":
+        return 0.0
+    return 1.0 if data.get("source") is None else 0.0
 
 
 def _run_id(run: Run) -> str:

@@ -16,6 +16,7 @@ recorder forwards each compute to the recording of its cell.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import socket
@@ -38,8 +39,21 @@ from ..keys import task_group
 from ..meta import RunMeta
 from ..options import ProfileOptions
 from ..run import Run
+from ..versions import versions
 from . import history
-from .cursors import Cursors, Read, Reader, live_table, live_tasks
+from .cursors import (
+    Cursors,
+    Read,
+    Reader,
+    action_rows,
+    live_exceptions,
+    live_members,
+    live_table,
+    live_tasks,
+    live_window,
+    memory_rows,
+    transfer_rows,
+)
 
 if TYPE_CHECKING:
     from ..distributed.source import ClusterSource, Target
@@ -157,8 +171,10 @@ class Recording:
         run, cursors = self.run, self.cursors
         if self.tasks is not None:
             run.attach("tasks", self.tasks.snapshot_compact)
+            run.attach("exceptions", self.tasks.exceptions.snapshot)
             cursors.tasks = live_tasks(self.tasks)
             cursors.keys = self.tasks.keys_at
+            cursors.exceptions = live_exceptions(self.tasks.exceptions)
         if self.cache is not None:
             run.attach("cache", self.cache.snapshot)
             cursors.cache = live_table(self.cache.since)
@@ -214,6 +230,7 @@ class Recording:
         self.cursors.resources = _cluster_resources(source, run)
         local_table = run.sources().get("resources")
         run.attach("resources", _prefer_cluster(source, run, local_table))
+        _wire_cluster_tables(self.cursors, source.log, run)
         return target
 
     # ------------------------------------------------------------ lifecycle
@@ -308,6 +325,7 @@ def _new_meta(options: ProfileOptions, title: str | None, auto: bool) -> RunMeta
         finished=False,
         auto=auto,
         title=title,
+        versions=versions(),
     )
 
 
@@ -355,6 +373,27 @@ def _cluster_resources(source: ClusterSource, run: Run) -> Reader:
         return Read({k: v[lo:] for k, v in totals.items()}, lo, n)
 
     return read
+
+
+def _wire_cluster_tables(cursors: Cursors, log: Any, run: Run) -> None:
+    """Live readers of the run's window of a cluster's log (a ``ClusterLog``)."""
+    t0 = run.t0
+
+    def t1() -> float | None:
+        return _t1(run)
+
+    for name, time_column, rows in (
+        ("actions", "start", action_rows),
+        ("transfers", "start", transfer_rows),
+        ("memory", "time", memory_rows),
+    ):
+        since = functools.partial(log.since, name)
+        start = log.start(name, t0)
+        reader = live_window(since, time_column, rows, t0=t0, t1=t1, start=start)
+        setattr(cursors, name, reader)
+    cursors.members = live_members(
+        lambda: (log.roster.version, run.meta.t1), lambda: log.table("workers", t0, t1())
+    )
 
 
 def _prefer_cluster(

@@ -1,0 +1,504 @@
+/**
+ * A run's cluster tables (protocol 1.2): what a cluster run holds beyond compute. Actions
+ * (transfers, spills, deserialization of tasks on their workers), memory of each worker
+ * (managed, unmanaged, spilled), the workers' transfer logs, the tasks that raised, and
+ * the workers that came and went. Growable typed arrays and the pure helpers the views
+ * draw from (summed memory, bandwidth, hover and run-bar texts); no DOM, no kernel. The
+ * names follow the kernel's `daskprofile/cluster_tables.py`.
+ */
+
+import { Column } from './columns';
+import { formatBytes, formatCount, formatDuration } from './format';
+import { LaneIndex } from './lod';
+import {
+  ACTION_KINDS,
+  IActionsMessage,
+  IClusterWorker,
+  IExceptionRow,
+  IExceptionsMessage,
+  IMemoryMessage,
+  ITransfersMessage
+} from './protocol';
+
+/** Colours of the action kinds, as distributed's task stream draws them. */
+export const ACTION_COLORS: readonly string[] = [
+  '#d62728', // transfer: red
+  '#ff7f0e', // disk-read: orange
+  '#ff7f0e', // disk-write: orange
+  '#7f7f7f' // deserialize: grey
+];
+
+/** Colour of an action code this panel does not know. */
+const OTHER_ACTION_COLOR = '#7f7f7f';
+
+/** Name of action code `code` (`action 7` for a code this panel does not know). */
+export function actionName(code: number): string {
+  return ACTION_KINDS[code] ?? `action ${code}`;
+}
+
+/** Colour of action code `code`. */
+export function actionColor(code: number): string {
+  return ACTION_COLORS[code] ?? OTHER_ACTION_COLOR;
+}
+
+/** Hover text of an action: `transfer 12.3 MiB in 4.1 ms (group inc)`. */
+export function actionText(
+  code: number,
+  bytes: number,
+  seconds: number,
+  group: string
+): string {
+  const size =
+    Number.isFinite(bytes) && bytes >= 0 ? ` ${formatBytes(bytes)}` : '';
+  return `${actionName(code)}${size} in ${formatDuration(seconds)} (group ${group})`;
+}
+
+/** Earliest and latest time a table holds (seconds since t0). */
+class Extent {
+  tMin = Infinity;
+  tMax = -Infinity;
+
+  add(lo: number, hi: number): void {
+    if (lo < this.tMin) {
+      this.tMin = lo;
+    }
+    if (hi > this.tMax) {
+      this.tMax = hi;
+    }
+  }
+}
+
+/** The action table: one row per received action, and a lane index per worker lane. */
+export class ActionTable extends Extent {
+  /** Protocol index of each row (`first + j`). */
+  readonly index = new Column(Int32Array);
+  readonly worker = new Column(Uint16Array);
+  readonly action = new Column(Uint8Array);
+  readonly group = new Column(Uint16Array);
+  readonly start = new Column(Float64Array);
+  readonly stop = new Column(Float64Array);
+  /** Bytes moved, read or written (NaN: not known). */
+  readonly bytes = new Column(Float64Array);
+  /** Rows of each lane (worker id), sorted by start: drawn and hit-tested like tasks. */
+  readonly lanes = new Map<number, LaneIndex>();
+  /** Rows of each action code (index = code). */
+  readonly counts: number[] = [];
+
+  get length(): number {
+    return this.index.length;
+  }
+
+  /** The action codes present, in code order. */
+  kinds(): number[] {
+    const out: number[] = [];
+    this.counts.forEach((n, code) => {
+      if (n > 0) {
+        out.push(code);
+      }
+    });
+    return out;
+  }
+
+  /** Append a batch (its times are offsets from its `base`). */
+  append(msg: IActionsMessage): void {
+    const row0 = this.length;
+    for (let j = 0; j < msg.n; j++) {
+      this.index.push(msg.first + j);
+    }
+    this.worker.append(msg.worker);
+    this.action.append(msg.action);
+    this.group.append(msg.group);
+    this.start.append(msg.start, msg.base);
+    this.stop.append(msg.stop, msg.base);
+    this.bytes.append(msg.bytes);
+    for (let r = row0; r < row0 + msg.n; r++) {
+      const w = this.worker.data[r];
+      let lane = this.lanes.get(w);
+      if (!lane) {
+        lane = new LaneIndex();
+        this.lanes.set(w, lane);
+      }
+      const s = this.start.data[r];
+      const e = Math.max(s, this.stop.data[r]);
+      lane.push(r, s, e);
+      this.add(s, e);
+      const code = this.action.data[r];
+      while (this.counts.length <= code) {
+        this.counts.push(0);
+      }
+      this.counts[code]++;
+    }
+  }
+}
+
+/** Memory samples of one cluster worker (time order), and its limit. */
+export class MemorySeries {
+  readonly time = new Column(Float64Array);
+  readonly managed = new Column(Float64Array);
+  readonly unmanaged = new Column(Float64Array);
+  readonly spilled = new Column(Float64Array);
+  /** The worker's memory limit in bytes (0: none), as last sent. */
+  limit = 0;
+  /** Largest managed + unmanaged + spilled seen. */
+  maxTotal = 0;
+
+  get length(): number {
+    return this.time.length;
+  }
+
+  append(msg: IMemoryMessage): void {
+    this.time.append(msg.time, msg.base);
+    this.managed.append(msg.managed);
+    this.unmanaged.append(msg.unmanaged);
+    this.spilled.append(msg.spilled);
+    this.limit = msg.limit;
+    for (let i = 0; i < msg.n; i++) {
+      const total = msg.managed[i] + msg.unmanaged[i] + msg.spilled[i];
+      if (total > this.maxTotal) {
+        this.maxTotal = total;
+      }
+    }
+  }
+}
+
+/** Stacked memory: managed, unmanaged and spilled bytes at each time (time order). */
+export interface IMemoryStack {
+  n: number;
+  time: Float64Array;
+  managed: Float64Array;
+  unmanaged: Float64Array;
+  spilled: Float64Array;
+}
+
+/** A worker's memory series and when it left (its memory counts as 0 after; null: never). */
+export interface IMemoryPart {
+  series: MemorySeries;
+  end: number | null;
+}
+
+/**
+ * The memory of several workers summed over time: each worker's last sample holds until
+ * its next one (0 before its first, and after it left), so workers sampled at different
+ * moments add up without gaps. One point per distinct sample time; O(N log N).
+ */
+export function sumMemory(parts: IMemoryPart[]): IMemoryStack {
+  // events: (time, part, row); row -1 is a worker leaving
+  const times: number[] = [];
+  const owners: number[] = [];
+  const rows: number[] = [];
+  parts.forEach((part, p) => {
+    const n = part.series.length;
+    for (let i = 0; i < n; i++) {
+      times.push(part.series.time.data[i]);
+      owners.push(p);
+      rows.push(i);
+    }
+    if (part.end !== null && Number.isFinite(part.end)) {
+      times.push(part.end);
+      owners.push(p);
+      rows.push(-1);
+    }
+  });
+  const order = times.map((_, i) => i);
+  order.sort((a, b) => times[a] - times[b] || a - b);
+  const held = parts.map(() => [0, 0, 0]);
+  const gone = parts.map(() => false);
+  const sums = [0, 0, 0];
+  const out: IMemoryStack = {
+    n: 0,
+    time: new Float64Array(order.length),
+    managed: new Float64Array(order.length),
+    unmanaged: new Float64Array(order.length),
+    spilled: new Float64Array(order.length)
+  };
+  for (const e of order) {
+    const p = owners[e];
+    const s = parts[p].series;
+    const row = rows[e];
+    if (gone[p]) {
+      continue;
+    }
+    const next =
+      row < 0
+        ? [0, 0, 0]
+        : [s.managed.data[row], s.unmanaged.data[row], s.spilled.data[row]];
+    gone[p] = row < 0;
+    for (let k = 0; k < 3; k++) {
+      sums[k] += next[k] - held[p][k];
+      held[p][k] = next[k];
+    }
+    const t = times[e];
+    // samples at the same time make one point (the last state wins)
+    const i = out.n > 0 && out.time[out.n - 1] === t ? out.n - 1 : out.n++;
+    out.time[i] = t;
+    out.managed[i] = Math.max(0, sums[0]);
+    out.unmanaged[i] = Math.max(0, sums[1]);
+    out.spilled[i] = Math.max(0, sums[2]);
+  }
+  return out;
+}
+
+/** One worker's series as a stack (no copy of the arrays' contents beyond `length`). */
+export function memoryStack(series: MemorySeries): IMemoryStack {
+  return {
+    n: series.length,
+    time: series.time.view(),
+    managed: series.managed.view(),
+    unmanaged: series.unmanaged.view(),
+    spilled: series.spilled.view()
+  };
+}
+
+/** The transfer logs: the incoming rows only (each transfer counted once). */
+export class TransferTable extends Extent {
+  /** Worker addresses; `source` and `destination` index this list. */
+  readonly addresses: string[] = [];
+  readonly start = new Column(Float64Array);
+  readonly stop = new Column(Float64Array);
+  readonly source = new Column(Uint16Array);
+  readonly destination = new Column(Uint16Array);
+  /** Bytes moved (NaN: not known). */
+  readonly bytes = new Column(Float64Array);
+  /** Bytes of the incoming rows whose size is known. */
+  totalBytes = 0;
+  /** Outgoing rows received (not kept: the incoming row counts the transfer). */
+  outgoing = 0;
+
+  get length(): number {
+    return this.start.length;
+  }
+
+  /** The address of id `id` (`address <id>` when not known). */
+  address(id: number): string {
+    return this.addresses[id] || `address ${id}`;
+  }
+
+  append(msg: ITransfersMessage): void {
+    this.addresses.push(...msg.addresses);
+    for (let i = 0; i < msg.n; i++) {
+      if (msg.incoming[i] !== 1) {
+        this.outgoing++;
+        continue;
+      }
+      const s = msg.start[i] + msg.base;
+      const e = Math.max(s, msg.stop[i] + msg.base);
+      const b = msg.bytes[i];
+      this.start.push(s);
+      this.stop.push(e);
+      this.source.push(msg.source[i]);
+      this.destination.push(msg.destination[i]);
+      this.bytes.push(b);
+      this.add(s, e);
+      if (Number.isFinite(b) && b > 0) {
+        this.totalBytes += b;
+      }
+    }
+  }
+}
+
+/**
+ * Bandwidth over [v0, v1] in `bins` equal bins: bytes per second of the incoming
+ * transfers, each transfer's bytes spread evenly over its duration (an instantaneous one
+ * lands in the bin of its start). Transfers of unknown size count for nothing.
+ */
+export function bandwidth(
+  table: TransferTable,
+  v0: number,
+  v1: number,
+  bins: number
+): Float64Array {
+  const out = new Float64Array(Math.max(0, bins));
+  if (!(v1 > v0) || bins <= 0) {
+    return out;
+  }
+  const width = (v1 - v0) / bins;
+  const starts = table.start.data;
+  const stops = table.stop.data;
+  const bytes = table.bytes.data;
+  const bin = (t: number) => Math.floor((t - v0) / width);
+  for (let i = 0; i < table.length; i++) {
+    const b = bytes[i];
+    const s = starts[i];
+    const e = stops[i];
+    if (!(b > 0) || e < v0 || s >= v1) {
+      continue;
+    }
+    if (!(e > s)) {
+      const k = bin(s);
+      if (k >= 0 && k < bins) {
+        out[k] += b;
+      }
+      continue;
+    }
+    const rate = b / (e - s);
+    const last = Math.min(bins - 1, bin(e));
+    for (let k = Math.max(0, bin(s)); k <= last; k++) {
+      const lo = Math.max(s, v0 + k * width);
+      const hi = Math.min(e, v0 + (k + 1) * width);
+      if (hi > lo) {
+        out[k] += rate * (hi - lo);
+      }
+    }
+  }
+  for (let k = 0; k < bins; k++) {
+    out[k] /= width;
+  }
+  return out;
+}
+
+/** A failure of the run: its row and its index in the run's exceptions table. */
+export interface IException extends IExceptionRow {
+  index: number;
+}
+
+/** The tasks that raised, by index (a row sent again replaces itself). */
+export class ExceptionTable {
+  /** Rows in index order. */
+  readonly rows: IException[] = [];
+  /** Failures the kernel did not keep. */
+  dropped = 0;
+
+  /** Failures in all: those kept and those the kernel dropped. */
+  get total(): number {
+    return this.rows.length + this.dropped;
+  }
+
+  add(msg: IExceptionsMessage): void {
+    msg.rows.forEach((row, j) => {
+      const index = msg.first + j;
+      const entry = { ...row, index };
+      const at = this._byIndex.get(index);
+      if (at !== undefined) {
+        this.rows[at] = entry;
+        return;
+      }
+      let i = this.rows.length;
+      while (i > 0 && this.rows[i - 1].index > index) {
+        i--;
+      }
+      this.rows.splice(i, 0, entry);
+      this._reindex(i);
+    });
+    this.dropped = Math.max(this.dropped, msg.dropped);
+  }
+
+  private _reindex(from: number): void {
+    for (let i = from; i < this.rows.length; i++) {
+      this._byIndex.set(this.rows[i].index, i);
+    }
+  }
+
+  private _byIndex = new Map<number, number>();
+}
+
+/** `lost at 3.2 s` (or `retired at ...`, `left at ...` with no reason); '' if still there. */
+export function leftText(worker: IClusterWorker): string {
+  if (worker.left === null) {
+    return '';
+  }
+  return `${worker.reason ?? 'left'} at ${formatDuration(worker.left)}`;
+}
+
+/**
+ * The run bar's count of workers: those there when the run began, then the ones that
+ * joined and those that left, by reason: `2 (+1 joined, 1 lost)`.
+ */
+export function workersLine(workers: readonly IClusterWorker[]): string {
+  const atStart = workers.filter(w => w.joined === null).length;
+  const joined = workers.length - atStart;
+  const reasons = new Map<string, number>();
+  for (const w of workers) {
+    if (w.left !== null) {
+      const why = w.reason ?? 'left';
+      reasons.set(why, (reasons.get(why) ?? 0) + 1);
+    }
+  }
+  const parts: string[] = [];
+  if (joined > 0) {
+    parts.push(`+${formatCount(joined)} joined`);
+  }
+  for (const [why, n] of reasons) {
+    parts.push(`${formatCount(n)} ${why}`);
+  }
+  const head = formatCount(atStart);
+  return parts.length > 0 ? `${head} (${parts.join(', ')})` : head;
+}
+
+/** A run's cluster tables. */
+export class ClusterTables {
+  readonly actions = new ActionTable();
+  /** Memory of each worker, by address (order of appearance). */
+  readonly memory = new Map<string, MemorySeries>();
+  readonly transfers = new TransferTable();
+  readonly exceptions = new ExceptionTable();
+  /** The run's workers, as the last `cluster_workers` listed them. */
+  get workers(): readonly IClusterWorker[] {
+    return this._workers;
+  }
+
+  /** Changes of memory samples and workers so far (what summed memory depends on). */
+  get memoryVersion(): number {
+    return this._memoryVersion;
+  }
+
+  /** Add a worker's memory samples. */
+  addMemory(msg: IMemoryMessage): void {
+    let series = this.memory.get(msg.source);
+    if (!series) {
+      series = new MemorySeries();
+      this.memory.set(msg.source, series);
+    }
+    series.append(msg);
+    this._memoryVersion++;
+  }
+
+  /** The whole list of workers (each `cluster_workers` message replaces it). */
+  setWorkers(workers: IClusterWorker[]): void {
+    this._workers = workers;
+    this._memoryVersion++;
+  }
+
+  /** The worker of `address`, if listed. */
+  worker(address: string): IClusterWorker | undefined {
+    return this.workers.find(w => w.address === address);
+  }
+
+  /** Memory of the workers summed (see sumMemory), each ending when it left. */
+  summedMemory(): IMemoryStack {
+    const left = new Map(this.workers.map(w => [w.address, w.left]));
+    return sumMemory(
+      [...this.memory].map(([address, series]) => ({
+        series,
+        end: left.get(address) ?? null
+      }))
+    );
+  }
+
+  /** Sum of the limits of the workers still there (all when none is listed). */
+  summedLimit(): number {
+    let total = 0;
+    for (const [address, series] of this.memory) {
+      if ((this.worker(address)?.left ?? null) === null) {
+        total += series.limit;
+      }
+    }
+    return total;
+  }
+
+  /** Earliest and latest time of any row, or null when the tables are empty. */
+  extent(): [number, number] | null {
+    let lo = Math.min(this.actions.tMin, this.transfers.tMin);
+    let hi = Math.max(this.actions.tMax, this.transfers.tMax);
+    for (const series of this.memory.values()) {
+      const n = series.length;
+      if (n > 0) {
+        lo = Math.min(lo, series.time.data[0]);
+        hi = Math.max(hi, series.time.data[n - 1]);
+      }
+    }
+    return Number.isFinite(lo) && Number.isFinite(hi) ? [lo, hi] : null;
+  }
+
+  private _workers: IClusterWorker[] = [];
+  private _memoryVersion = 0;
+}

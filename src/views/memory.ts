@@ -1,0 +1,327 @@
+/**
+ * A cluster's memory (protocol 1.2 `memory`) on the task stream's time axis: managed,
+ * unmanaged and spilled bytes stacked (distributed's colours), summed over the workers or
+ * for the one picked, with the memory limit as a dashed line (named instead when far
+ * above the memory used); and the bandwidth of the workers' incoming transfers (bytes/s,
+ * ~50 bins over the window) as a red step line on a scale of its own. Hidden for runs that have neither (local runs, 1.1 kernels).
+ */
+
+import {
+  bandwidth,
+  ClusterTables,
+  IMemoryStack,
+  memoryStack
+} from '../clusterTables';
+import { formatBytes } from '../format';
+import { decimate, stepVertices } from '../lod';
+import { ChangeKind, ProfileModel, RunData } from '../model';
+import { GUTTER } from './canvas';
+import { TimeSeriesView } from './resources';
+import { TimeViewport } from './viewport';
+
+/** Layers bottom to top: name and colour (distributed's memory by state). */
+export const MEMORY_LAYERS: readonly [string, string][] = [
+  ['managed', '#1f77b4'],
+  ['unmanaged', '#8fbbe0'],
+  ['spilled', '#a6a6a6']
+];
+/** Colour of the bandwidth line: a transfer's. */
+const BANDWIDTH_COLOR = '#d62728';
+/** Bins of the bandwidth line over the visible window. */
+const BANDWIDTH_BINS = 50;
+/** Value of the worker picker that sums over the workers. */
+const ALL = '';
+/**
+ * The limit sets the scale only while the memory peaks above 1/LIMIT_SCALE of it: a
+ * LocalCluster's default limit (the host's RAM) would squash a few hundred MB to a line.
+ */
+const LIMIT_SCALE = 3;
+
+/** Managed, managed + unmanaged and the total at each time: the stack's upper edges. */
+function cumulative(stack: IMemoryStack): Float64Array[] {
+  const edges = [0, 1, 2].map(() => new Float64Array(stack.n));
+  for (let i = 0; i < stack.n; i++) {
+    edges[0][i] = stack.managed[i];
+    edges[1][i] = edges[0][i] + stack.unmanaged[i];
+    edges[2][i] = edges[1][i] + stack.spilled[i];
+  }
+  return edges;
+}
+
+export class MemoryView extends TimeSeriesView {
+  constructor(model: ProfileModel, viewport: TimeViewport) {
+    super('jp-DaskProfile-memory', 90, model, viewport);
+    this.toolbar.className = 'jp-DaskProfile-memoryBar';
+    Object.assign(this.toolbar.style, {
+      display: 'flex',
+      flexWrap: 'wrap',
+      alignItems: 'center',
+      gap: '2px 10px',
+      margin: '2px 0'
+    });
+    this.picker.className = 'jp-DaskProfile-memoryWorker';
+    this.picker.title = 'Memory of one worker, or summed over the workers';
+    this.picker.addEventListener('change', () => {
+      this._selected = this.picker.value;
+      this.schedule();
+    });
+    this.toolbar.append(this.picker, ...this._legend());
+    this.node.prepend(this.toolbar);
+    model.changed.connect(this._sync, this);
+    this._sync();
+  }
+
+  protected readonly kinds: ChangeKind[] = [
+    'memory',
+    'transfers',
+    'clusterWorkers'
+  ];
+
+  /** The worker picker and the legend, above the canvas. */
+  readonly toolbar = document.createElement('div');
+  readonly picker = document.createElement('select');
+
+  dispose(): void {
+    this.model.changed.disconnect(this._sync, this);
+    super.dispose();
+  }
+
+  protected draw(
+    ctx: CanvasRenderingContext2D,
+    width: number,
+    height: number
+  ): void {
+    const run = this.model.current;
+    const plotW = width - GUTTER;
+    if (plotW <= 0 || !run) {
+      return;
+    }
+    this.drawGrid(ctx, plotW, height);
+    this.drawSelection(ctx, plotW, height);
+    const tables = run.tables;
+    const stack = this._stack(run);
+    const limit =
+      this._selected === ALL
+        ? tables.summedLimit()
+        : (tables.memory.get(this._selected)?.limit ?? 0);
+    const top = 4;
+    const h = height - top - 2;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(GUTTER, 0, plotW, height);
+    ctx.clip();
+    const onScale = limit > 0 && limit <= LIMIT_SCALE * this._max;
+    const max = Math.max(1, this._max, onScale ? limit : 0) * 1.05;
+    const y = (v: number) => top + h - (v / max) * h;
+    const points = this._drawStack(ctx, stack, plotW, y);
+    if (onScale) {
+      ctx.strokeStyle = this.theme.foreground;
+      ctx.globalAlpha = 0.7;
+      ctx.setLineDash([5, 4]);
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      ctx.moveTo(GUTTER, Math.round(y(limit)) + 0.5);
+      ctx.lineTo(GUTTER + plotW, Math.round(y(limit)) + 0.5);
+      ctx.stroke();
+      ctx.setLineDash([]);
+      ctx.globalAlpha = 1;
+    }
+    const rate = this._drawBandwidth(ctx, tables, plotW, top, h);
+    if (limit > 0 && !onScale) {
+      const text = `limit ${formatBytes(limit)} (above)`;
+      ctx.fillStyle = this.theme.muted;
+      ctx.textBaseline = 'top';
+      ctx.fillText(text, GUTTER + plotW - ctx.measureText(text).width - 4, top);
+    }
+    ctx.restore();
+    this._labels(ctx, max / 1.05, rate, tables.transfers.length > 0);
+    const d = this.canvas.dataset;
+    d.points = String(points);
+    d.workers = String(tables.memory.size);
+    d.selected = this._selected;
+    d.limit = String(limit);
+    d.limitOnScale = String(onScale);
+    d.bandwidth = String(Math.round(rate));
+  }
+
+  /** The stack of the picked worker, or the workers' sum (cached until rows arrive). */
+  private _stack(run: RunData): IMemoryStack {
+    const tables = run.tables;
+    const key = `${this._selected}|${tables.memoryVersion}`;
+    if (this._cacheRun === run && this._cacheKey === key && this._cache) {
+      return this._cache.stack;
+    }
+    const one = tables.memory.get(this._selected);
+    const stack =
+      this._selected !== ALL && one ? memoryStack(one) : tables.summedMemory();
+    const edges = cumulative(stack);
+    let max = 0;
+    for (let i = 0; i < stack.n; i++) {
+      max = Math.max(max, edges[2][i]);
+    }
+    this._cache = { stack, edges };
+    this._cacheRun = run;
+    this._cacheKey = key;
+    this._max = max;
+    return stack;
+  }
+
+  /** Fill the layers top edge first, each from the baseline: painted over, they stack. */
+  private _drawStack(
+    ctx: CanvasRenderingContext2D,
+    stack: IMemoryStack,
+    plotW: number,
+    y: (v: number) => number
+  ): number {
+    if (!this._cache || stack.n === 0) {
+      return 0;
+    }
+    const { start, end } = this.viewport;
+    const base = y(0);
+    let points = 0;
+    for (let layer = 2; layer >= 0; layer--) {
+      const d = decimate(
+        stack.time,
+        this._cache.edges[layer],
+        stack.n,
+        start,
+        end,
+        plotW
+      );
+      const vertices = stepVertices(d);
+      if (vertices.length === 0) {
+        continue;
+      }
+      points += d.x.length;
+      ctx.fillStyle = MEMORY_LAYERS[layer][1];
+      ctx.beginPath();
+      ctx.moveTo(GUTTER + vertices[0][0], base);
+      for (const [x, v] of vertices) {
+        ctx.lineTo(GUTTER + x, y(v));
+      }
+      ctx.lineTo(GUTTER + vertices[vertices.length - 1][0], base);
+      ctx.closePath();
+      ctx.fill();
+    }
+    return points;
+  }
+
+  /** The bandwidth step line on its own scale; returns its largest rate (bytes/s). */
+  private _drawBandwidth(
+    ctx: CanvasRenderingContext2D,
+    tables: ClusterTables,
+    plotW: number,
+    top: number,
+    h: number
+  ): number {
+    if (tables.transfers.length === 0) {
+      return 0;
+    }
+    const { start, end } = this.viewport;
+    const rates = bandwidth(tables.transfers, start, end, BANDWIDTH_BINS);
+    const max = Math.max(...rates);
+    if (!(max > 0)) {
+      return 0;
+    }
+    const step = plotW / BANDWIDTH_BINS;
+    const y = (v: number) => top + h - (v / (max * 1.05)) * h;
+    ctx.strokeStyle = BANDWIDTH_COLOR;
+    ctx.globalAlpha = 0.85;
+    ctx.lineWidth = 1.25;
+    ctx.beginPath();
+    rates.forEach((r, k) => {
+      const x = GUTTER + k * step;
+      if (k === 0) {
+        ctx.moveTo(x, y(r));
+      } else {
+        ctx.lineTo(x, y(r));
+      }
+      ctx.lineTo(x + step, y(r));
+    });
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+    return max;
+  }
+
+  /** The gutter: what is drawn and each scale's top. */
+  private _labels(
+    ctx: CanvasRenderingContext2D,
+    max: number,
+    rate: number,
+    transfers: boolean
+  ): void {
+    const theme = this.theme;
+    ctx.textBaseline = 'top';
+    ctx.fillStyle = theme.muted;
+    ctx.fillText('Memory', 4, 4);
+    ctx.fillText(formatBytes(max), 4, 17);
+    if (transfers) {
+      ctx.fillStyle = BANDWIDTH_COLOR;
+      ctx.fillText('Transfers', 4, 36);
+      ctx.fillText(`${formatBytes(rate)}/s`, 4, 49);
+    }
+  }
+
+  /** Legend items: the layers, the limit and the bandwidth line (static text). */
+  private _legend(): HTMLElement[] {
+    const item = (text: string, style: Partial<CSSStyleDeclaration>) => {
+      const node = document.createElement('span');
+      node.className = 'jp-DaskProfile-legendItem';
+      const swatch = document.createElement('span');
+      swatch.className = 'jp-DaskProfile-swatch';
+      Object.assign(swatch.style, style);
+      const name = document.createElement('span');
+      name.textContent = text;
+      node.append(swatch, name);
+      return node;
+    };
+    return [
+      ...MEMORY_LAYERS.map(([name, color]) =>
+        item(name, { background: color })
+      ),
+      item('limit', {
+        height: '0',
+        borderTop: '2px dashed var(--jp-ui-font-color1)'
+      }),
+      item('transfers (bytes/s)', {
+        height: '2px',
+        background: BANDWIDTH_COLOR
+      })
+    ];
+  }
+
+  /** Show the view only for runs with memory or transfers; list the workers to pick. */
+  private _sync(): void {
+    const run = this.model.current;
+    const tables = run?.tables;
+    const shown =
+      !!tables && (tables.memory.size > 0 || tables.transfers.length > 0);
+    this.node.style.display = shown ? '' : 'none';
+    const sources = tables ? [...tables.memory.keys()] : [];
+    const key = sources.join('\n');
+    if (key !== this._pickerKey) {
+      this._pickerKey = key;
+      const all = document.createElement('option');
+      all.value = ALL;
+      all.textContent = `All workers (${sources.length}, summed)`;
+      const options = sources.map(source => {
+        const o = document.createElement('option');
+        o.value = source;
+        o.textContent = source;
+        return o;
+      });
+      this.picker.replaceChildren(all, ...options);
+      if (!sources.includes(this._selected)) {
+        this._selected = ALL;
+      }
+      this.picker.value = this._selected;
+    }
+  }
+
+  private _selected = ALL;
+  private _pickerKey: string | null = null;
+  private _cache: { stack: IMemoryStack; edges: Float64Array[] } | null = null;
+  private _cacheRun: RunData | null = null;
+  private _cacheKey = '';
+  private _max = 0;
+}
