@@ -22,6 +22,7 @@ import numpy as np
 
 from ..cluster_tables import ACTIONS, NAMES, KeyText, Table, empty, select
 from ..collectors.base import Columns
+from ._common import MEMORY_COUNTS
 from ._tables import Lookup
 
 __all__ = ["ClusterLog", "attach_tables", "why_left"]
@@ -47,16 +48,6 @@ TRANSFER_SPEC = {
     "keys": "I",
     "type": "H",
 }
-MEMORY_COUNTS = (
-    "process",
-    "managed",
-    "spilled",
-    "spilled_keys",
-    "spill_count",
-    "spill_bytes",
-    "unspill_count",
-    "unspill_bytes",
-)
 MEMORY_SPEC = {"time": "d", "worker": "H", **dict.fromkeys(MEMORY_COUNTS, "q")}
 #: seconds around a run's window within which rows still belong to it
 _SLACK = 1e-3

@@ -11,6 +11,18 @@ from typing import Any
 #: ``graphs`` and ``pending``, see :mod:`._scheduler`)
 MESSAGE_VERSION = 2
 
+#: what a worker's memory sample counts, in bytes (process: its RSS), keys or events
+MEMORY_COUNTS = (
+    "process",
+    "managed",
+    "spilled",
+    "spilled_keys",
+    "spill_count",
+    "spill_bytes",
+    "unspill_count",
+    "unspill_bytes",
+)
+
 #: worker label: ``"<address> thread <n>"`` (n counts the threads seen on that worker)
 WORKER_LABEL = "{address} thread {index}"
 

@@ -30,6 +30,7 @@ from dask.utils import typename
 from tornado.ioloop import PeriodicCallback
 
 from ..keys import GroupIndex, key_label
+from ._common import MEMORY_COUNTS
 
 __all__ = ["WorkerTables", "drain_all"]
 
@@ -43,17 +44,8 @@ ACTION_FIELDS = ("key", "group", "action", "start", "stop", "peer", "bytes")
 TRANSFER_FIELDS = ("direction", "start", "stop", "peer", "bytes", "compressed", "keys", "type")
 #: states a task that ran reaches from ``executing``
 _DONE = frozenset({"memory", "error"})
-MEMORY_FIELDS = (
-    "time",
-    "process",
-    "managed",
-    "spilled",
-    "spilled_keys",
-    "spill_count",
-    "spill_bytes",
-    "unspill_count",
-    "unspill_bytes",
-)
+#: a memory sample: its time, then the counts (see ``_common.MEMORY_COUNTS``)
+MEMORY_FIELDS = ("time", *MEMORY_COUNTS)
 
 
 class _LogReader:
