@@ -17,6 +17,7 @@ import {
   IExceptionRow,
   IExceptionsMessage,
   IMemoryMessage,
+  IRerunsMessage,
   ITransfersMessage
 } from './protocol';
 
@@ -346,6 +347,90 @@ export function bandwidth(
   return out;
 }
 
+/** Bytes moved between two workers (or of one type): the panel's bandwidth table. */
+export interface IPairBandwidth {
+  source: string;
+  destination: string;
+  /** Bytes of the transfers whose size is known. */
+  bytes: number;
+  /** Seconds spent transferring (each transfer at least 1 ms, as the kernel counts). */
+  seconds: number;
+  transfers: number;
+  /** bytes / seconds. */
+  bandwidth: number;
+}
+
+/**
+ * Per (source, destination) pair of workers: bytes moved, seconds transferring, count and
+ * bytes per second of the incoming transfers (`Run.bandwidth(by="workers")`), most bytes
+ * first (then by source and destination). Transfers of unknown size count as 0 bytes.
+ */
+export function pairBandwidth(table: TransferTable): IPairBandwidth[] {
+  const pairs = new Map<number, IPairBandwidth>();
+  for (let i = 0; i < table.length; i++) {
+    const s = table.source.data[i];
+    const d = table.destination.data[i];
+    const id = s * 0x10000 + d;
+    let pair = pairs.get(id);
+    if (!pair) {
+      pair = {
+        source: table.address(s),
+        destination: table.address(d),
+        bytes: 0,
+        seconds: 0,
+        transfers: 0,
+        bandwidth: 0
+      };
+      pairs.set(id, pair);
+    }
+    const b = table.bytes.data[i];
+    pair.bytes += Number.isFinite(b) && b > 0 ? b : 0;
+    pair.seconds += Math.max(1e-3, table.stop.data[i] - table.start.data[i]);
+    pair.transfers++;
+  }
+  const out = [...pairs.values()];
+  for (const p of out) {
+    p.bandwidth = p.bytes / p.seconds;
+  }
+  return out.sort(
+    (a, b) =>
+      b.bytes - a.bytes ||
+      a.source.localeCompare(b.source) ||
+      a.destination.localeCompare(b.destination)
+  );
+}
+
+/** Why a task row ran again: what its worker's leaving did to it, and that worker. */
+export interface IRerun {
+  /** `lost` (its result), `interrupted` (it was running) or `killed` (it failed). */
+  why: string;
+  worker: string;
+}
+
+/** `lost on tcp://10.0.0.1:4001`: the task stream's `re-run` hover line. */
+export function rerunText(rerun: IRerun): string {
+  return `${rerun.why} on ${rerun.worker}`;
+}
+
+/** Task rows a worker that left took with it, by task row index. */
+export class RerunTable {
+  readonly rows = new Map<number, IRerun>();
+
+  get size(): number {
+    return this.rows.size;
+  }
+
+  add(msg: IRerunsMessage): void {
+    msg.rows.forEach((row, i) => {
+      this.rows.set(row, { why: msg.why[i], worker: msg.workers[i] });
+    });
+  }
+
+  get(row: number): IRerun | undefined {
+    return this.rows.get(row);
+  }
+}
+
 /** A failure of the run: its row and its index in the run's exceptions table. */
 export interface IException extends IExceptionRow {
   index: number;
@@ -431,6 +516,8 @@ export class ClusterTables {
   readonly memory = new Map<string, MemorySeries>();
   readonly transfers = new TransferTable();
   readonly exceptions = new ExceptionTable();
+  /** Task rows that ran again because a worker left (`reruns`). */
+  readonly reruns = new RerunTable();
   /** The run's workers, as the last `cluster_workers` listed them. */
   get workers(): readonly IClusterWorker[] {
     return this._workers;

@@ -13,6 +13,7 @@ import { Column } from './columns';
 import { flameNode, IFlameNode, mergeFlame, mergeStackTree } from './flame';
 import { compareNatural } from './lanes';
 import { LaneIndex } from './lod';
+import { ISpanCounts, spanCounts, spanMask, spanPaths } from './spans';
 import {
   decodeMessage,
   ExportFormat,
@@ -24,6 +25,7 @@ import {
   IProgressMessage,
   IResourcesMessage,
   IRunEndMessage,
+  ISpansMessage,
   IStacksMessage,
   ITasksMessage,
   IWorkersMessage,
@@ -47,6 +49,8 @@ export type ChangeKind =
   | 'exceptions'
   | 'clusterWorkers'
   | 'transfers'
+  | 'spans'
+  | 'filter'
   | 'summary'
   | 'state'
   | 'error'
@@ -208,6 +212,10 @@ export class RunData {
   readonly taskSubmit = new Column(Float64Array);
   readonly taskStart = new Column(Float64Array);
   readonly taskStop = new Column(Float64Array);
+  /** Span id of each row (protocol 1.2; 0: no span, or none sent). */
+  readonly taskSpan = new Column(Uint16Array);
+  /** Span paths by id (protocol 1.2 `spans`; empty: the run has none). */
+  readonly spanNames = new Map<number, string>();
   /** Earliest submit/start and latest stop seen (seconds since t0). */
   tMin = Infinity;
   tMax = -Infinity;
@@ -259,9 +267,64 @@ export class RunData {
   reduced: { [part: string]: string } = {};
   /** What a cluster run holds beyond compute (protocol 1.2; empty otherwise). */
   readonly tables = new ClusterTables();
+  private _mask: { selected: string; size: number; mask: Uint8Array } | null =
+    null;
+  private _counts: {
+    selected: string;
+    n: number;
+    size: number;
+    counts: ISpanCounts;
+  } | null = null;
 
   get taskCount(): number {
     return this.taskIndex.length;
+  }
+
+  /** Whether the run has spans (a selector is shown only then). */
+  get hasSpans(): boolean {
+    return this.spanNames.size > 0;
+  }
+
+  /** The span paths a selector lists: each span and its parents, sorted. */
+  spanPaths(): string[] {
+    return spanPaths(this.spanNames.values());
+  }
+
+  /** Per span id, 1 when it is in span `selected` (or a sub-span of it). */
+  spanMask(selected: string): Uint8Array {
+    if (
+      this._mask?.selected !== selected ||
+      this._mask.size !== this.spanNames.size
+    ) {
+      this._mask = {
+        selected,
+        size: this.spanNames.size,
+        mask: spanMask(this.spanNames, selected)
+      };
+    }
+    return this._mask.mask;
+  }
+
+  /** Tasks, failures and per-group counts of span `selected` (kept until rows arrive). */
+  spanCounts(selected: string): ISpanCounts {
+    const n = this.taskCount;
+    const cached = this._counts;
+    if (
+      cached?.selected === selected &&
+      cached.n === n &&
+      cached.size === this.spanNames.size
+    ) {
+      return cached.counts;
+    }
+    const counts = spanCounts(
+      this.spanMask(selected),
+      this.taskSpan.data,
+      this.taskGroup.data,
+      this.taskStatus.data,
+      n
+    );
+    this._counts = { selected, n, size: this.spanNames.size, counts };
+    return counts;
   }
 
   get resourceCount(): number {
@@ -393,6 +456,30 @@ export class ProfileModel {
   /** Messages rejected as malformed since the model was created. */
   get rejected(): number {
     return this._rejected;
+  }
+
+  /**
+   * The span the views show (its sub-spans included), or null for all tasks: the one
+   * picked, while the current run has it.
+   */
+  get spanFilter(): string | null {
+    const picked = this._spanFilter;
+    const run = this._current;
+    return picked !== null && run?.spanPaths().includes(picked) ? picked : null;
+  }
+
+  /** Show only span `path` (and its sub-spans) in every view; null: all tasks. */
+  setSpanFilter(path: string | null): void {
+    if (path !== this._spanFilter) {
+      this._spanFilter = path;
+      this._mark('filter');
+    }
+  }
+
+  /** Per span id of the current run, 1 when shown; null when no span is picked. */
+  spanMask(run: RunData): Uint8Array | null {
+    const selected = run === this._current ? this.spanFilter : null;
+    return selected === null ? null : run.spanMask(selected);
   }
 
   /** Most runs kept (the oldest are forgotten). */
@@ -559,6 +646,9 @@ export class ProfileModel {
       case 'tasks':
         this._tasks(run, msg);
         break;
+      case 'spans':
+        this._spans(run, msg);
+        break;
       case 'resources':
         this._resources(run, msg);
         break;
@@ -613,6 +703,10 @@ export class ProfileModel {
       case 'cluster_workers':
         run.tables.setWorkers(msg.workers);
         this._mark('clusterWorkers', 'summary');
+        break;
+      case 'reruns': // comes with the cluster_workers of the worker that left
+        run.tables.reruns.add(msg);
+        this._mark('clusterWorkers');
         break;
     }
   }
@@ -701,10 +795,12 @@ export class ProfileModel {
       run.taskStatus,
       run.taskSubmit,
       run.taskStart,
-      run.taskStop
+      run.taskStop,
+      run.taskSpan
     ]) {
       col.reserve(n);
     }
+    run.taskSpan.append(msg.span ?? new Uint16Array(n));
     const row0 = run.taskCount;
     run.taskGroup.append(msg.group);
     run.taskWorker.append(msg.worker);
@@ -747,6 +843,11 @@ export class ProfileModel {
       }
     }
     this._mark('tasks', 'summary');
+  }
+
+  private _spans(run: RunData, msg: ISpansMessage): void {
+    msg.ids.forEach((id, i) => run.spanNames.set(id, msg.names[i]));
+    this._mark('spans', 'summary');
   }
 
   private _resources(run: RunData, msg: IResourcesMessage): void {
@@ -841,6 +942,7 @@ export class ProfileModel {
   private _byKey = new Map<string, RunData>();
   private _current: RunData | null = null;
   private _follow = true;
+  private _spanFilter: string | null = null;
   private _paused = false;
   private _lastError: string | null = null;
   private _rejected = 0;

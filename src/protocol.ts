@@ -12,8 +12,9 @@ export const COMM_TARGET = 'daskprofile';
 /**
  * Protocol version this frontend speaks; sent in the comm-open metadata. 1.1 added the
  * optional `source` of `resources` batches; 1.2 the cluster tables (`actions`, `memory`,
- * `exceptions`, `cluster_workers`, `transfers`), sent only to a panel announcing 1.2. An
- * older kernel (which never sends them) is fine.
+ * `exceptions`, `cluster_workers`, `transfers`) and spans (`spans`, the `span` column of
+ * `tasks`), sent only to a panel announcing 1.2. An older kernel (which never sends them)
+ * is fine.
  */
 export const PROTOCOL_VERSION = '1.2';
 
@@ -101,6 +102,17 @@ export interface ITasksMessage {
   submit: Float32Array;
   start: Float32Array;
   stop: Float32Array;
+  /** Span ids (protocol 1.2, of `spans` messages; 0: no span), or null: none sent. */
+  span: Uint16Array | null;
+}
+
+/** New spans of a run (protocol 1.2): ids of the `span` column and their paths. */
+export interface ISpansMessage {
+  type: 'spans';
+  run: RunId;
+  ids: number[];
+  /** Span paths, e.g. `load/clean` (text from the kernel). */
+  names: string[];
 }
 
 export interface IResourcesMessage {
@@ -286,6 +298,20 @@ export interface IClusterWorkersMessage {
   workers: IClusterWorker[];
 }
 
+/**
+ * Task rows whose work a worker that left took with it, so the task ran again (protocol
+ * 1.2): per row why (`lost`: its result was there; `interrupted`: it was running there;
+ * `killed`: it failed with KilledWorker) and the address of the worker that left.
+ */
+export interface IRerunsMessage {
+  type: 'reruns';
+  run: RunId;
+  /** Indices in the run's task table. */
+  rows: number[];
+  why: string[];
+  workers: string[];
+}
+
 /** Rows of the workers' transfer logs (protocol 1.2). */
 export interface ITransfersMessage {
   type: 'transfers';
@@ -324,7 +350,9 @@ export type KernelMessage =
   | IMemoryMessage
   | IExceptionsMessage
   | IClusterWorkersMessage
-  | ITransfersMessage;
+  | IRerunsMessage
+  | ITransfersMessage
+  | ISpansMessage;
 
 /** Major part of a "major.minor" version string, or NaN. */
 export function majorVersion(version: unknown): number {
@@ -631,6 +659,30 @@ function clusterWorker(w: Obj, i: number): IClusterWorker {
 }
 
 const DECODERS_1_2: { [type: string]: Decoder } = {
+  reruns: d => {
+    const t = 'reruns';
+    const rows = intList(d, 'rows', t);
+    const why = strList(d, 'why', t);
+    const workers = strList(d, 'workers', t);
+    if (why.length !== rows.length || workers.length !== rows.length) {
+      fail(t, '"rows", "why" and "workers" must have the same length');
+    }
+    return { type: t, run: runId(d, t), rows, why, workers };
+  },
+  spans: d => {
+    const t = 'spans';
+    const msg: ISpansMessage = {
+      type: t,
+      run: runId(d, t),
+      ids: intList(d, 'ids', t),
+      names: strList(d, 'names', t)
+    };
+    sameLength(t, { ids: msg.ids, names: msg.names });
+    if (msg.ids.some(id => id === 0 || id > 0xffff)) {
+      fail(t, '"ids" must be in 1..65535 (0 is no span)');
+    }
+    return msg;
+  },
   actions: (d, buffers) => {
     const t = 'actions';
     const n = count(d, 'n', t);
@@ -789,7 +841,8 @@ const DECODERS: { [type: string]: Decoder } = {
       status: u8(c.status, n, 'status', t),
       submit: f32(c.submit, n, 'submit', t),
       start: f32(c.start, n, 'start', t),
-      stop: f32(c.stop, n, 'stop', t)
+      stop: f32(c.stop, n, 'stop', t),
+      span: c.span ? u16(c.span, n, 'span', t) : null
     };
   },
   resources: (d, buffers) => {

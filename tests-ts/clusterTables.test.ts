@@ -9,6 +9,8 @@ import {
   ExceptionTable,
   leftText,
   MemorySeries,
+  pairBandwidth,
+  rerunText,
   sumMemory,
   TransferTable,
   workersLine
@@ -425,5 +427,78 @@ describe('cluster tables: pure helpers', () => {
       '#7f7f7f',
       '#7f7f7f'
     ]);
+  });
+});
+
+describe('cluster tables: re-runs and bandwidth per pair', () => {
+  it('marks the task rows of the reruns fixture, with the hover line', () => {
+    const model = new ProfileModel();
+    for (const name of ['run_start', 'groups', 'workers', 'tasks', 'reruns']) {
+      const { data, buffers } = fixture(name);
+      assert.equal(model.handle(data, buffers), true, name);
+    }
+    const reruns = model.current!.tables.reruns;
+    assert.equal(reruns.size, 2);
+    assert.deepEqual(reruns.get(101), {
+      why: 'lost',
+      worker: 'tcp://127.0.0.1:40125'
+    });
+    assert.equal(reruns.get(100), undefined);
+    assert.equal(
+      rerunText(reruns.get(104)!),
+      'interrupted on tcp://127.0.0.1:40125'
+    );
+  });
+
+  it('refuses a reruns message whose lists do not match', () => {
+    const { data } = fixture('reruns');
+    const bad = [
+      { ...(data as object), why: ['lost'] },
+      { ...(data as object), rows: [1.5, 2] },
+      { ...(data as object), workers: null }
+    ];
+    for (const d of bad) {
+      assert.throws(() => decodeMessage(d), /reruns/);
+    }
+  });
+
+  it('sums the incoming transfers per pair of workers, most bytes first', () => {
+    const table = new TransferTable();
+    table.append(
+      decoded<ITransfersMessage>(
+        transfersMessage(
+          1,
+          ['tcp://a:1', 'tcp://b:2', 'tcp://c:3'],
+          [
+            { start: 0, stop: 1, source: 0, destination: 1, bytes: 100 },
+            { start: 1, stop: 3, source: 0, destination: 1, bytes: 300 },
+            { start: 0, stop: 0, source: 2, destination: 1, bytes: 1000 },
+            { start: 0, stop: 2, source: 1, destination: 0, bytes: NaN },
+            {
+              start: 0,
+              stop: 1,
+              source: 1,
+              destination: 0,
+              bytes: 7,
+              incoming: 0
+            }
+          ]
+        )
+      )
+    );
+    const pairs = pairBandwidth(table);
+    assert.deepEqual(
+      pairs.map(p => [p.source, p.destination, p.bytes, p.transfers]),
+      [
+        ['tcp://c:3', 'tcp://b:2', 1000, 1],
+        ['tcp://a:1', 'tcp://b:2', 400, 2],
+        ['tcp://b:2', 'tcp://a:1', 0, 1] // unknown size; the outgoing row not counted
+      ]
+    );
+    assert.equal(pairs[0].seconds, 1e-3); // an instant transfer counts 1 ms
+    assert.equal(pairs[0].bandwidth, 1e6);
+    assert.equal(pairs[1].seconds, 3);
+    assert.ok(Math.abs(pairs[1].bandwidth - 400 / 3) < 1e-9);
+    assert.deepEqual(pairBandwidth(new TransferTable()), []);
   });
 });

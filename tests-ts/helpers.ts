@@ -70,10 +70,13 @@ export function tasksMessage(
     submit?: number;
     start: number;
     stop: number;
+    /** Span id (protocol 1.2): a `span` column is sent when any row has one. */
+    span?: number;
   }[],
   base = 0
 ): IWire {
   const n = rows.length;
+  const spans = rows.some(r => r.span !== undefined);
   return {
     data: {
       type: 'tasks',
@@ -81,7 +84,9 @@ export function tasksMessage(
       n,
       base,
       first,
-      columns: ['group', 'worker', 'status', 'submit', 'start', 'stop']
+      columns: ['group', 'worker', 'status', 'submit', 'start', 'stop'].concat(
+        spans ? ['span'] : []
+      )
     },
     buffers: [
       view(new Uint16Array(rows.map(r => r.group))),
@@ -90,8 +95,17 @@ export function tasksMessage(
       view(new Float32Array(rows.map(r => (r.submit ?? r.start) - base))),
       view(new Float32Array(rows.map(r => r.start - base))),
       view(new Float32Array(rows.map(r => r.stop - base)))
-    ]
+    ].concat(spans ? [view(new Uint16Array(rows.map(r => r.span ?? 0)))] : [])
   };
+}
+
+/** A `spans` message (protocol 1.2): ids 1.. for `names`, from `first`. */
+export function spansMessage(
+  run: number | string,
+  names: string[],
+  first = 1
+): Record<string, unknown> {
+  return { type: 'spans', run, ids: names.map((_, i) => first + i), names };
 }
 
 /** A `resources` message (of one worker process when `source` is given). */

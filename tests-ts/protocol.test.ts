@@ -54,12 +54,14 @@ const TYPES = [
   'memory',
   'exceptions',
   'cluster_workers',
-  'transfers'
+  'transfers',
+  'spans'
 ];
 
 /** Columnar fixtures: their `decoded` section holds every column's values. */
 const COLUMNAR = [
   'tasks',
+  'tasks_span',
   'resources',
   'resources_source',
   'cache',

@@ -24,6 +24,10 @@ import daskprofile  # noqa: E402
 from daskprofile import cluster_tables as ct  # noqa: E402
 from daskprofile import distributed as dd  # noqa: E402
 from daskprofile.distributed._worker import WorkerProbe  # noqa: E402
+from daskprofile.export._cluster_stream import rerun_rows  # noqa: E402
+from daskprofile.export._common import task_arrays  # noqa: E402
+from daskprofile.jupyter.feed import Feed  # noqa: E402
+from daskprofile.record.cursors import frozen_cursors  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -253,6 +257,18 @@ def test_a_worker_killed_mid_run_leaves_lost_tasks_rerun_and_killed_ones_recorde
     assert (lost["worker"] == victim).all()
     assert (lost["runs"] == 2).all()  # computed again: a second task row
     assert reruns.loc[[f.key for f in failed], "killed"].all()
+    # the snapshot's task stream marks their rows on the victim: "re-run: lost on <victim>"
+    arrays = task_arrays(run)
+    rows, why = rerun_rows(arrays, run.reruns)
+    marked = dict(zip(arrays.keys(rows), why, strict=True))
+    assert set(gone["lost"]) <= set(marked)
+    assert {marked[k] for k in gone["lost"]} == {f"lost on {victim}"}
+    # and the panel gets those rows in a ``reruns`` message
+    cursors = frozen_cursors(run)
+    sent = [d for d, _ in Feed(run, cursors).replay() if d["type"] == "reruns"]
+    rows = [r for d in sent for r in d["rows"]]
+    assert set(gone["lost"]) <= set(cursors.keys(rows))
+    assert {w for d in sent for w in d["workers"]} == {victim}
     tasks = run.tasks
     assert {dd.task_worker_address(w) for w in tasks["worker"]} <= set(members.index)
     # the tasks failed for it say so, in the task rows and the exceptions

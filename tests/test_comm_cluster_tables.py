@@ -442,3 +442,29 @@ def test_a_panel_joining_mid_run_gets_each_failed_task_once() -> None:
     assert caught == ["a"]  # "b": the live feed's next poll sends it, to every panel
     (later,) = _of(main.poll(), "exceptions")
     assert (later["first"], [r["key"] for r in later["rows"]]) == (1, ["b"])
+
+
+def test_a_worker_leaving_sends_the_rows_it_took_with_it_once_and_to_1_2_only() -> None:
+    log = _filled_log()
+    event = {"event": "left", "time": T0 + 1.8, "address": A, "cause": "handle-worker-cleanup"}
+    log.scheduler_tables({"members": [{**event, "lost": ["x-1"], "killed": ["x-0"]}]}, 0.0)
+    tasks = TaskCollector()
+    tasks.add_rows(_task_rows())
+    data = {name: log.table(name, T0, T0 + 2.0) for name in ("actions", "transfers", "memory")}
+    data["workers"] = log.table("workers", T0, T0 + 2.0)
+    data["tasks"] = tasks.snapshot_compact()
+    data["exceptions"] = tasks.exceptions.snapshot()
+    run = Run({"id": "c2", "t0": T0, "t1": T0 + 2.0, "finished": True}, data)
+    feed_ = Feed(run, frozen_cursors(run))
+    messages = feed_.replay()
+    (reruns,) = _of(messages, "reruns")
+    # x-0 ran on A thread 0 (killed), x-1 on A thread 1 (its result lost); z-3 was on B
+    assert sorted(zip(reruns["rows"], reruns["why"], reruns["workers"], strict=True)) == [
+        (0, "killed", A),
+        (1, "lost", A),
+    ]
+    kinds = [d["type"] for d, _ in messages]
+    assert kinds.index("reruns") > kinds.index("tasks")
+    assert encode.needs(messages[kinds.index("reruns")][0]) == encode.TABLES_VERSION
+    assert "reruns" not in {d["type"] for d in _sent_to("1.1", messages)}
+    assert feed_._reruns(data["workers"]) == []  # each row once

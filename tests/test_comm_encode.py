@@ -45,7 +45,8 @@ def test_every_kernel_message_type_of_the_protocol_has_a_fixture() -> None:
     assert kernel_types >= {
         "hello", "error", "run_start", "groups", "workers", "tasks", "resources", "cache",
         "progress", "stacks", "keys", "run_end", "dropped", "state", "export",
-        "actions", "memory", "transfers", "exceptions", "cluster_workers",
+        "actions", "memory", "transfers", "exceptions", "cluster_workers", "spans",
+        "reruns",
     }  # fmt: skip
 
 
@@ -72,7 +73,16 @@ def test_tasks_buffers_are_little_endian_typed_arrays_read_as_the_browser_does()
     assert decoded["arrays"]["status"].tolist() == GEN._TASKS["status"]
 
 
-COLUMNAR = ("tasks", "resources", "resources_source", "cache", "actions", "memory", "transfers")
+COLUMNAR = (
+    "tasks",
+    "tasks_span",
+    "resources",
+    "resources_source",
+    "cache",
+    "actions",
+    "memory",
+    "transfers",
+)
 
 
 @pytest.mark.parametrize("name", COLUMNAR)
@@ -316,6 +326,9 @@ def test_a_memory_batch_names_its_worker_and_only_it_and_resources_have_a_source
         ("exceptions", {"rows": "boom"}),
         ("exceptions", {"first": None}),
         ("cluster_workers", {"workers": [None]}),
+        ("reruns", {"rows": [1.5, 2]}),
+        ("reruns", {"why": ["lost"]}),
+        ("reruns", {"workers": None}),
     ],
 )
 def test_decode_rejects_malformed_1_2_messages(name: str, change: dict[str, object]) -> None:
@@ -327,6 +340,7 @@ def test_decode_rejects_malformed_1_2_messages(name: str, change: dict[str, obje
 def test_what_each_message_needs_of_the_panel() -> None:
     needs = {name: encode.needs(data) for name, (data, _) in MESSAGES.items()}
     new = {"actions", "memory", "transfers", "exceptions", "cluster_workers", "workers_actions"}
+    new |= {"spans", "tasks_span", "reruns"}
     assert {n for n, v in needs.items() if v == "1.2"} == new
     assert {n for n, v in needs.items() if v == "1.1"} == {"resources_source"}
     # a lane only actions use (a worker's address alone) is new in 1.2; a thread's is not

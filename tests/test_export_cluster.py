@@ -352,3 +352,26 @@ def test_bandwidth_bins_are_round_and_few() -> None:
     assert time_step(3.5) == 0.02
     assert time_step(3600) == 20.0
     assert time_step(0.01) == 0.001
+
+
+def test_tasks_a_worker_took_with_it_are_marked_in_the_task_stream(
+    report: tuple[Any, Path],
+) -> None:
+    from bokeh.models import ColumnDataSource
+
+    d = json.loads(json.dumps(report[0].to_dict()))
+    members = d["cluster"]["workers"]
+    gone = members["address"][0]
+    tasks = report[0].tasks
+    on_it = tasks["worker"].str.startswith(f"{gone} thread")
+    there = list(dict.fromkeys(tasks[on_it]["key"]))
+    lost, killed = there[:3], there[3:4]
+    members["left"][0], members["reason"][0] = d["meta"]["t0"] + 1.0, "lost"
+    members["lost"][0], members["killed"][0] = [*lost, IMG], killed
+    run = daskprofile.Run.from_dict(d)
+    (marks,) = [
+        s.data for s in run_tabs(run).select({"type": ColumnDataSource}) if "rerun" in s.data
+    ]
+    want = {(k, f"lost on {gone}") for k in lost} | {(k, f"killed on {gone}") for k in killed}
+    assert set(zip(marks["key"], marks["rerun"], strict=True)) == want
+    assert "daskprofile-reruns" not in render_html(report[0])  # no worker left: no marks

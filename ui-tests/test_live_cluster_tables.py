@@ -5,7 +5,8 @@ through) with actions, memory, transfers, exceptions and a worker lost mid-run: 
 bars are red along the bottom of their lanes with a legend entry and hover text, the memory
 view stacks the workers' memory under their limit with the bandwidth line, the exceptions
 are listed as text and fold out their traceback, the lost worker's lanes are hatched with a
-tooltip, the run bar counts the workers.
+tooltip, the tasks it took with it (``reruns``) outlined with a ``re-run`` hover line, the
+bandwidth per pair of workers listed under the memory view, the run bar counts the workers.
 
 Live: a LocalCluster of 2 worker processes in a real kernel computes a matmul whose blocks
 move between the workers, then a task raises: the panel's run holds transfer actions (red
@@ -117,6 +118,8 @@ async ({run, a, b, c}) => {
     {address: b, name: '1', host: '127.0.0.1', threads: 2, memory_limit: 4e8, joined: null, left: 3.0, reason: 'lost'},
     {address: c, name: '2', host: '127.0.0.1', threads: 2, memory_limit: 4e8, joined: 1.0, left: null, reason: null},
   ]});
+  const lost = tasks.w.indexOf(2);  // B's first two tasks on its thread 0: results lost with it
+  send({type: 'reruns', run, rows: [lost, lost + 1], why: ['lost', 'lost'], workers: [b, b]});
   send({type: 'run_end', run, summary: {wall_time: 4.0}, dropped: {}, errors: []});
   return {tasks: n, actions: m, transfers: nt};
 }
@@ -205,6 +208,24 @@ def test_a_synthetic_cluster_run_shows_actions_memory_exceptions_and_lost_worker
     )
     assert B in tooltip.inner_text()
     page.mouse.move(5, 1190)
+
+    # the tasks B took with it: outlined, and their hover says why they ran again
+    _wait_canvas(page, STREAM, "reruns", "v === '2'")
+    t = 0.05 + 0.035  # middle of B's first task
+    x = box["x"] + GUTTER + (t - v0) / (v1 - v0) * (box["width"] - GUTTER)
+    page.mouse.move(x, box["y"] + lane2_top + 5)
+    page.wait_for_function(
+        f"() => document.querySelector('{TOOLTIP}').innerText.includes('re-run: lost on {B}')"
+    )
+    page.mouse.move(5, 1190)
+
+    # bytes moved per pair of workers, under the memory view (text)
+    pairs = page.locator(".jp-DaskProfile-bandwidthPairs")
+    assert pairs.get_attribute("data-pairs") == "2"
+    listed = pairs.inner_text()
+    assert f"{A} → {B}" in listed, listed
+    assert f"{B} → {A}" in listed, listed
+    assert "Bandwidth by worker pair" in listed, listed
 
     # the memory view: stacked layers, both workers in the picker
     blue, grey = color_share(page, MEMORY, [MANAGED_BLUE, SPILLED_GREY])

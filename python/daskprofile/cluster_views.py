@@ -142,24 +142,46 @@ def memory(t: Table, t0: float, recent_to_old: float = RECENT_TO_OLD) -> pd.Data
 
 
 def _rolling_min(time: np.ndarray, group: np.ndarray, values: np.ndarray, window: float) -> Any:
-    """Per group, the minimum of ``values`` over the samples of the last ``window`` s."""
+    """Per group, the minimum of ``values`` over the samples of the last ``window`` s
+    (vectorised: range minima from a sparse table built one power of two at a time)."""
     out = values.copy()
-    for g in np.unique(group).tolist():
-        rows = np.flatnonzero(group == g)
-        rows = rows[np.argsort(time[rows], kind="stable")]
-        t, v = time[rows], values[rows]
-        lo = np.searchsorted(t, t - window, side="left")
-        out[rows] = [v[a : b + 1].min() for a, b in zip(lo.tolist(), range(len(t)), strict=True)]
+    if not len(values):
+        return out
+    order = np.argsort(time, kind="stable")  # samples come about in time order: cheap
+    small = group.min() >= 0 and group.max() <= 0xFFFF  # worker ids: a radix sort
+    by = group[order].astype(np.uint16) if small else group[order]
+    order = order[np.argsort(by, kind="stable")]
+    t, g, v = time[order], group[order], values[order]
+    cuts = np.flatnonzero(g[1:] != g[:-1]) + 1
+    lo = np.empty(len(t), dtype=np.int64)
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(t)], strict=True):
+        lo[a:b] = a + np.searchsorted(t[a:b], t[a:b] - window, side="left")
+    hi = np.arange(len(t))
+    length = hi - lo + 1
+    level = np.frexp(length)[1] - 1  # floor(log2(length)), exact
+    mins, best = v.copy(), v.copy()
+    for k in range(int(level.max()) + 1):
+        if k:
+            span = 1 << (k - 1)
+            mins[: len(mins) - span] = np.minimum(mins[: len(mins) - span], mins[span:])
+        rows = np.flatnonzero(level == k)
+        best[rows] = np.minimum(mins[lo[rows]], mins[hi[rows] - (1 << k) + 1])
+    out[order] = best
     return out
 
 
 def _from_first(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values`` minus each group's first known (>= 0) value; unknown stays -1."""
     out: np.ndarray = values.copy()
-    for g in np.unique(group).tolist():
-        rows = np.flatnonzero((group == g) & (values >= 0))
-        if len(rows):
-            out[rows] = values[rows] - values[rows[0]]
+    rows = np.flatnonzero(values >= 0)
+    if len(rows):
+        g = group[rows]
+        small = g.min() >= 0 and g.max() <= 0xFFFF  # worker ids: a radix sort
+        order = np.argsort(g.astype(np.uint16) if small else g, kind="stable")
+        ordered = g[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        groups, first = ordered[starts], order[starts]  # stable: each group's first row
+        out[rows] = values[rows] - values[rows[first]][np.searchsorted(groups, g)]
     return out
 
 
@@ -252,8 +274,32 @@ def _over_time(rows: pd.DataFrame, dt: float) -> pd.DataFrame:
     rate = rows["bytes"].to_numpy(dtype=float) / (stop - start)
     lo = np.floor(start.min() / dt) * dt
     edges = np.arange(lo, stop.max() + dt, dt)
-    moved = np.zeros(len(edges) - 1)
-    for a, b, r in zip(start.tolist(), stop.tolist(), rate.tolist(), strict=True):
-        overlap = np.clip(np.minimum(edges[1:], b) - np.maximum(edges[:-1], a), 0, None)
-        moved += overlap * r
-    return _frame({"time": edges[:-1], "bandwidth": moved / dt}, ("time", "bandwidth"))
+    return _frame(
+        {"time": edges[:-1], "bandwidth": spread(edges, start, stop, rate) / dt},
+        ("time", "bandwidth"),
+    )
+
+
+def spread(edges: np.ndarray, start: np.ndarray, stop: np.ndarray, rate: np.ndarray) -> Any:
+    """Per bin of ``edges``: the sum over intervals of ``rate`` x the time the interval
+    [start, stop] overlaps the bin (the partial first and last bins added with
+    ``np.bincount``, the bins covered whole from cumulative sums of rates)."""
+    n = len(edges) - 1
+    moved = np.zeros(max(n, 0))
+    if n <= 0 or not len(start):
+        return moved
+    a = np.clip(start, edges[0], edges[-1])
+    b = np.clip(stop, edges[0], edges[-1])
+    keep = b > a
+    a, b, r = a[keep], b[keep], rate[keep]
+    i = np.clip(np.searchsorted(edges, a, side="right") - 1, 0, n - 1)
+    j = np.clip(np.searchsorted(edges, b, side="left") - 1, 0, n - 1)  # last bin touched
+    same = i == j
+    moved += np.bincount(i[same], (b[same] - a[same]) * r[same], minlength=n)
+    i, j, a, b, r = i[~same], j[~same], a[~same], b[~same], r[~same]
+    moved += np.bincount(i, (edges[i + 1] - a) * r, minlength=n)
+    moved += np.bincount(j, (b - edges[j]) * r, minlength=n)
+    covered = np.cumsum(np.bincount(i + 1, minlength=n + 1) - np.bincount(j, minlength=n + 1))
+    rates = np.cumsum(np.bincount(i + 1, r, minlength=n + 1) - np.bincount(j, r, minlength=n + 1))
+    moved += np.where(covered[:n] > 0, rates[:n], 0.0) * np.diff(edges)
+    return moved

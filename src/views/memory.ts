@@ -3,16 +3,20 @@
  * unmanaged and spilled bytes stacked (distributed's colours), summed over the workers or
  * for the one picked, with the memory limit as a dashed line (named instead when far
  * above the memory used); and the bandwidth of the workers' incoming transfers (bytes/s,
- * ~50 bins over the window) as a red step line on a scale of its own. Hidden for runs that have neither (local runs, 1.1 kernels).
+ * ~50 bins over the window) as a red step line on a scale of its own. Under it, a table of
+ * the bytes moved per (source → destination) pair of workers (the `transfers` messages
+ * carry no type of data, so no table per type). Hidden for runs that have neither (local
+ * runs, 1.1 kernels).
  */
 
 import {
   bandwidth,
   ClusterTables,
   IMemoryStack,
-  memoryStack
+  memoryStack,
+  pairBandwidth
 } from '../clusterTables';
-import { formatBytes } from '../format';
+import { formatBytes, formatCount } from '../format';
 import { decimate, stepVertices } from '../lod';
 import { ChangeKind, ProfileModel, RunData } from '../model';
 import { GUTTER } from './canvas';
@@ -36,6 +40,8 @@ const ALL = '';
  * LocalCluster's default limit (the host's RAM) would squash a few hundred MB to a line.
  */
 const LIMIT_SCALE = 3;
+/** Pairs of workers listed under the chart (the others counted in a last row). */
+export const PAIR_ROWS = 8;
 
 /** Managed, managed + unmanaged and the total at each time: the stack's upper edges. */
 function cumulative(stack: IMemoryStack): Float64Array[] {
@@ -67,6 +73,13 @@ export class MemoryView extends TimeSeriesView {
     });
     this.toolbar.append(this.picker, ...this._legend());
     this.node.prepend(this.toolbar);
+    this.pairs.className = 'jp-DaskProfile-bandwidthPairs';
+    Object.assign(this.pairs.style, {
+      fontSize: 'var(--jp-ui-font-size0)',
+      borderCollapse: 'collapse',
+      margin: '2px 0 2px 4px'
+    });
+    this.node.append(this.pairs);
     model.changed.connect(this._sync, this);
     this._sync();
   }
@@ -80,6 +93,8 @@ export class MemoryView extends TimeSeriesView {
   /** The worker picker and the legend, above the canvas. */
   readonly toolbar = document.createElement('div');
   readonly picker = document.createElement('select');
+  /** Bytes moved per pair of workers, under the chart. */
+  readonly pairs = document.createElement('table');
 
   dispose(): void {
     this.model.changed.disconnect(this._sync, this);
@@ -316,9 +331,54 @@ export class MemoryView extends TimeSeriesView {
       }
       this.picker.value = this._selected;
     }
+    this._syncPairs(tables);
+  }
+
+  /** The pairs table, rebuilt when transfers came (or the run changed). */
+  private _syncPairs(tables: ClusterTables | undefined): void {
+    const n = tables?.transfers.length ?? 0;
+    if (tables === this._pairsFor && n === this._pairsRows) {
+      return;
+    }
+    this._pairsFor = tables;
+    this._pairsRows = n;
+    const pairs = tables && n > 0 ? pairBandwidth(tables.transfers) : [];
+    this.pairs.style.display = pairs.length > 0 ? '' : 'none';
+    this.pairs.dataset.pairs = String(pairs.length);
+    const row = (cells: string[], tag: 'td' | 'th' = 'td') => {
+      const tr = document.createElement('tr');
+      cells.forEach((text, i) => {
+        const cell = document.createElement(tag);
+        cell.textContent = text;
+        cell.style.padding = '0 8px 0 0';
+        cell.style.textAlign = i === 0 ? 'left' : 'right';
+        tr.append(cell);
+      });
+      return tr;
+    };
+    const rows = pairs
+      .slice(0, PAIR_ROWS)
+      .map(p =>
+        row([
+          `${p.source} → ${p.destination}`,
+          formatBytes(p.bytes),
+          formatCount(p.transfers),
+          `${formatBytes(p.bandwidth)}/s`
+        ])
+      );
+    if (pairs.length > PAIR_ROWS) {
+      rows.push(row([`… ${formatCount(pairs.length - PAIR_ROWS)} more pairs`]));
+    }
+    const head = row(
+      ['Bandwidth by worker pair', 'bytes', 'transfers', 'bytes/s'],
+      'th'
+    );
+    this.pairs.replaceChildren(...(pairs.length > 0 ? [head, ...rows] : []));
   }
 
   private _selected = ALL;
+  private _pairsFor: ClusterTables | undefined = undefined;
+  private _pairsRows = -1;
   private _pickerKey: string | null = null;
   private _cache: { stack: IMemoryStack; edges: Float64Array[] } | null = null;
   private _cacheRun: RunData | null = null;

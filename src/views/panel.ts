@@ -11,6 +11,7 @@ import { MemoryView } from './memory';
 import { ProgressView } from './progress';
 import { CacheView, ResourcesView } from './resources';
 import { RunBar } from './runBar';
+import { SpanSelect } from './spanSelect';
 import { TaskStreamView } from './taskStream';
 import { readTheme } from './theme';
 import { TimeViewport } from './viewport';
@@ -47,12 +48,14 @@ export class ProfilePanel extends Widget {
     this._status.className = 'jp-DaskProfile-status';
     this._notice.className = 'jp-DaskProfile-notice';
     this.runBar = new RunBar(model);
+    this.spans = new SpanSelect(model);
     header.append(
       titleRow,
       this._kernel,
       this._status,
       this._notice,
-      this.runBar.node
+      this.runBar.node,
+      this.spans.node
     );
 
     this.viewport = new TimeViewport();
@@ -108,6 +111,8 @@ export class ProfilePanel extends Widget {
   readonly tools = document.createElement('div');
   readonly viewport: TimeViewport;
   readonly runBar: RunBar;
+  /** The span selector (shown when the run has spans): filters every view. */
+  readonly spans: SpanSelect;
   readonly progress: ProgressView;
   readonly taskStream: TaskStreamView;
   readonly resources: ResourcesView;
@@ -150,6 +155,7 @@ export class ProfilePanel extends Widget {
     this.progress.dispose();
     this.exceptions.dispose();
     this.runBar.dispose();
+    this.spans.dispose();
     super.dispose();
   }
 
@@ -232,6 +238,8 @@ export class ProfilePanel extends Widget {
     const sel = this.viewport.selection;
     data.selection = sel ? `${sel[0]},${sel[1]}` : '';
     data.paused = String(model.paused);
+    data.spans = String(run?.spanNames.size ?? 0);
+    data.span = model.spanFilter ?? '';
     data.rejected = String(model.rejected);
     const dataset = this.node.dataset;
     for (const [key, value] of Object.entries(data)) {

@@ -1,7 +1,11 @@
-/** Progress per task group (done / total / erred), live; names set as text. */
+/**
+ * Progress per task group (done / total / erred), live; names set as text. With a span
+ * picked, the counts are that span's finished tasks (the kernel's totals are per group,
+ * not per span).
+ */
 
 import { formatCount } from '../format';
-import { ChangeKind, ProfileModel } from '../model';
+import { ChangeKind, IGroupProgress, ProfileModel, RunData } from '../model';
 
 const MAX_GROUPS = 30;
 
@@ -22,7 +26,7 @@ export class ProgressView {
 
   render(): void {
     const run = this._model.current;
-    const rows = run ? [...run.progress.values()] : [];
+    const rows = run ? this._rows(run) : [];
     rows.sort((a, b) => b.total - a.total);
     if (rows.length === 0) {
       const empty = document.createElement('div');
@@ -76,8 +80,26 @@ export class ProgressView {
     this.node.dataset.total = String(total);
   }
 
+  /** The kernel's progress, or the picked span's finished tasks per group. */
+  private _rows(run: RunData): IGroupProgress[] {
+    const span = this._model.spanFilter;
+    this.node.dataset.span = span ?? '';
+    if (span === null) {
+      return [...run.progress.values()];
+    }
+    const counts = run.spanCounts(span).groups;
+    return [...counts].map(([group, [done, erred]]) => ({
+      group,
+      total: done,
+      done,
+      erred
+    }));
+  }
+
   private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
     if (
+      changes.has('filter') ||
+      (changes.has('tasks') && this._model.spanFilter !== null) ||
       changes.has('progress') ||
       changes.has('current') ||
       changes.has('runs')

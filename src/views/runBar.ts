@@ -1,7 +1,8 @@
 /**
  * The run bar under the panel header: a run list to switch runs, the run's summary
  * (wall time, tasks, groups, peak memory, mean CPU, a cluster's workers that joined or
- * left and the bytes its workers moved, dropped records), a warning line naming
+ * left and the bytes its workers moved, dropped records; with a span picked, its tasks
+ * among the run's), a warning line naming
  * what was recorded in a reduced way (e.g. cluster workers without daskprofile),
  * pause/resume and export buttons. Exports arrive through the model and are saved as
  * downloads.
@@ -158,11 +159,7 @@ export class RunBar {
     this._reduced.hidden = reduced === '';
     const items: [string, string][] = [
       ['Wall', formatDuration(s.wallTime)],
-      [
-        'Tasks',
-        formatCount(s.tasks) +
-          (s.errors > 0 ? ` (${formatCount(s.errors)} failed)` : '')
-      ],
+      ['Tasks', this._tasksText(run, s.tasks, s.errors)],
       ['Groups', formatCount(s.groups)],
       ['Peak memory', s.peakMemory === null ? '–' : formatBytes(s.peakMemory)],
       ['Mean CPU', s.meanCpu === null ? '–' : formatPercent(s.meanCpu)]
@@ -205,6 +202,22 @@ export class RunBar {
     this._summary.replaceChildren(...nodes);
   }
 
+  /** `1,234 (2 failed)`, or with a span picked `120 of 1,234 in load`. */
+  private _tasksText(run: RunData, tasks: number, errors: number): string {
+    const span = this._model.spanFilter;
+    this._summary.dataset.span = span ?? '';
+    if (span !== null) {
+      const c = run.spanCounts(span);
+      tasks = c.tasks;
+      errors = c.errors;
+    }
+    const failed = errors > 0 ? ` (${formatCount(errors)} failed)` : '';
+    const of =
+      span === null ? '' : ` of ${formatCount(run.summary().tasks)} in ${span}`;
+    this._summary.dataset.tasks = String(tasks);
+    return formatCount(tasks) + failed + of;
+  }
+
   private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
     if (changes.has('error')) {
       this._message.textContent = this._model.lastError ?? '';
@@ -213,6 +226,7 @@ export class RunBar {
       this.render();
     } else if (
       changes.has('summary') ||
+      changes.has('filter') ||
       changes.has('resources') ||
       changes.has('tasks')
     ) {

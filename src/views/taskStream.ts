@@ -7,13 +7,15 @@
  * A cluster run's actions (protocol 1.2: transfers red, disk reads and writes orange,
  * deserialization grey, as distributed draws them) are thinner bars along the bottom of
  * their lane, over the tasks; a worker that left has its lanes hatched from then on.
+ * With a span picked (the model's span filter) the tasks of other spans are dimmed.
  */
 
 import {
   actionColor,
   actionName,
   actionText,
-  leftText
+  leftText,
+  rerunText
 } from '../clusterTables';
 import { formatDuration, formatTick, niceTicks } from '../format';
 import { parseCssColor, parseHex, RGB } from '../colors';
@@ -34,6 +36,7 @@ import {
 } from '../lanes';
 import { ChangeKind, ProfileModel, RunData } from '../model';
 import { IClusterWorker } from '../protocol';
+import { groupsInSpan } from '../spans';
 import { CanvasView, fitText, fitTextEnd, GUTTER, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
 
@@ -45,6 +48,15 @@ const GROUP_HEADER = 14;
 const MIN_LABELLED_LANE = 9;
 /** Share of a lane's height the action bars take, along its bottom. */
 const ACTION_BAND = 0.4;
+
+/** A faint `#rrggbb`: a quarter of the way from the background to `muted`. */
+function dimColor(muted: RGB, bg: RGB): string {
+  const hex = (i: number) =>
+    Math.round(bg[i] + (muted[i] - bg[i]) * 0.25)
+      .toString(16)
+      .padStart(2, '0');
+  return `#${hex(0)}${hex(1)}${hex(2)}`;
+}
 
 /** The lanes of `run` in display order. */
 function runLayout(run: RunData): ILaneLayout {
@@ -141,7 +153,7 @@ export class TaskStreamView extends CanvasView {
     this._geometry = geometry;
     this._drawAxis(ctx, v0, v1, plotW, height);
 
-    const groupOf = run.taskGroup.data;
+    const groupOf = this._groupsShown(run);
     layout.order.forEach((worker, i) => {
       const lane = run.laneIndex.get(worker);
       if (lane) {
@@ -171,14 +183,17 @@ export class TaskStreamView extends CanvasView {
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
     ctx.clip();
     const left = this._drawLeft(ctx, run, layout, geometry, v0, v1, plotW);
+    const reruns = this._drawReruns(ctx, run, v0, v1, plotW);
     this._drawHover(ctx, run, v0, v1, plotW);
     this._drawSelection(ctx, v0, v1, plotW, height);
     ctx.restore();
     this._drawLaneLabels(ctx, layout, geometry);
     this._drawGroups(ctx, run, layout, geometry, width);
     this.canvas.dataset.rects = String(buffer.length);
+    this._countDimmed(run);
     this.canvas.dataset.actions = String(this._actionRects.length);
     this.canvas.dataset.left = String(left);
+    this.canvas.dataset.reruns = String(reruns);
     this.canvas.dataset.lanes = String(layout.order.length);
     this.canvas.dataset.groups = String(layout.groups.length);
     this.canvas.dataset.visited = String(buffer.visited);
@@ -236,8 +251,14 @@ export class TaskStreamView extends CanvasView {
         Math.round((tops[l] + laneH - gap) * dpr)
       );
     }
-    const groups = Math.max(1, run.groups.length);
-    const palette = this._palette(groups, g => run.group(g).color, bg);
+    const dim = Math.max(1, run.groups.length); // the colour of other spans' tasks
+    const groups = dim + (this._model.spanMask(run) ? 1 : 0);
+    const faint = dimColor(parseCssColor(theme.muted) ?? [128, 128, 128], bg);
+    const palette = this._palette(
+      groups,
+      g => (g === dim ? faint : run.group(g).color),
+      bg
+    );
     paintRects(
       this._rects,
       pixels,
@@ -266,6 +287,35 @@ export class TaskStreamView extends CanvasView {
       );
     }
     ctx.putImageData(this._image, px, py);
+  }
+
+  /** Each row's group, or the dim colour's index for rows outside the picked span. */
+  private _groupsShown(run: RunData): ArrayLike<number> {
+    const mask = this._model.spanMask(run);
+    if (!mask) {
+      return run.taskGroup.data;
+    }
+    const n = run.taskCount;
+    const key = this._inSpanKey;
+    if (key.run !== run || key.mask !== mask || key.n !== n) {
+      const dim = Math.max(1, run.groups.length);
+      const data = [run.taskGroup.data, run.taskSpan.data] as const;
+      this._inSpan = groupsInSpan(...data, mask, n, dim, this._inSpan);
+      this._inSpanKey = { run, mask, n };
+    }
+    return this._inSpan;
+  }
+
+  /** Rectangles of the picked span's tasks and of the others (dimmed), in data-*. */
+  private _countDimmed(run: RunData): void {
+    const rects = this._rects;
+    const dim = this._model.spanMask(run) ? Math.max(1, run.groups.length) : -1;
+    let dimmed = 0;
+    for (let i = 0; i < rects.length; i++) {
+      dimmed += rects.group[i] === dim ? 1 : 0;
+    }
+    this.canvas.dataset.shown = String(rects.length - dimmed);
+    this.canvas.dataset.dimmed = String(dimmed);
   }
 
   /** Packed colours per (colour index, opacity level), blended with the background. */
@@ -319,6 +369,47 @@ export class TaskStreamView extends CanvasView {
       }
     }
     return marked;
+  }
+
+  /**
+   * Task rows a worker that left took with it (`reruns`): hatched and outlined with a
+   * dashed line in the warning colour. Returns how many are drawn.
+   */
+  private _drawReruns(
+    ctx: CanvasRenderingContext2D,
+    run: RunData,
+    v0: number,
+    v1: number,
+    plotW: number
+  ): number {
+    let drawn = 0;
+    const { tops, laneHeight } = this._geometry;
+    const k = plotW / (v1 - v0);
+    ctx.save();
+    ctx.strokeStyle = this.theme.warn;
+    ctx.lineWidth = 1.5;
+    ctx.setLineDash([3, 2]);
+    for (const row of run.tables.reruns.rows.keys()) {
+      if (row >= run.taskCount) {
+        continue; // its batch has not come (or was dropped)
+      }
+      const lane = this._layout.index.get(run.taskWorker.data[row]);
+      const start = run.taskStart.data[row];
+      const stop = run.taskStop.data[row];
+      if (lane === undefined || stop < v0 || start > v1) {
+        continue;
+      }
+      const x0 = GUTTER + (start - v0) * k;
+      const w = Math.max(2, (stop - start) * k);
+      const y = AXIS + tops[lane];
+      const h = Math.max(2, laneHeight - 1);
+      ctx.fillStyle = this._hatch(ctx);
+      ctx.fillRect(x0, y, w, h);
+      ctx.strokeRect(x0, y + 0.75, w, h - 1.5);
+      drawn++;
+    }
+    ctx.restore();
+    return drawn;
   }
 
   /** Diagonal hatching in the theme's warning colour. */
@@ -594,6 +685,7 @@ export class TaskStreamView extends CanvasView {
       changes.has('resources') ||
       changes.has('actions') ||
       changes.has('clusterWorkers') ||
+      changes.has('filter') ||
       changes.has('summary')
     ) {
       this.update();
@@ -791,6 +883,10 @@ export class TaskStreamView extends CanvasView {
     if (run.taskStatus.data[row] !== 0) {
       lines.push(['status', 'error']);
     }
+    const rerun = run.tables.reruns.get(row);
+    if (rerun) {
+      lines.push(['re-run', rerunText(rerun)]);
+    }
     this._tooltip.show(lines, this._mouse[0], this._mouse[1]);
     this._tooltip.node.dataset.row = String(row);
     this._tooltip.node.dataset.action = '';
@@ -846,4 +942,10 @@ export class TaskStreamView extends CanvasView {
   private _legendRun: RunData | null = null;
   private _legendCount = -1;
   private _legendKinds = '';
+  private _inSpan = new Uint16Array(0);
+  private _inSpanKey: {
+    run: RunData | null;
+    mask: Uint8Array | null;
+    n: number;
+  } = { run: null, mask: null, n: -1 };
 }

@@ -6,7 +6,9 @@ bottom of the lane of the thread that computed the task (the task's own key on t
 worker), else of the worker's first lane, else of a lane of its own, over the tasks. Many
 actions go through the same level of detail as tasks. A worker that left during the run
 has its lanes hatched from then on, a line and ``lost at 3.2 s`` where it left; one that
-joined has them greyed until then.
+joined has them greyed until then. The tasks it took with it (``run.reruns``: results it
+held, tasks it was running or that failed with it) have their rows there outlined and
+cross-hatched, hover ``re-run: lost on tcp://...``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def draw_cluster(fig: Figure, run: RunLike, arrays: TaskArrays) -> None:
         drawn = _action_arrays(actions, arrays, lanes)
         _draw_actions(fig, drawn, actions)
     _draw_members(fig, members, lanes)
+    if len(members) and members["left"].notna().any():
+        _draw_reruns(fig, arrays, run.reruns)
     _extend_lanes(fig, len(arrays.lanes), lanes)
 
 
@@ -324,6 +328,60 @@ def _draw_members(fig: Figure, members: pd.DataFrame, lanes: list[str]) -> None:
         background_fill_color="white",
         background_fill_alpha=0.8,
     )
+
+
+def rerun_rows(arrays: TaskArrays, reruns: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Task rows a worker that left took with it (their key in ``reruns``, on that
+    worker), and why each ran again: ``lost on tcp://...`` (``interrupted``, ``killed``).
+    Decodes only the keys of rows on such workers."""
+    taken = reruns[reruns["worker"].notna()] if len(reruns) else reruns
+    if not len(taken) or not len(arrays):
+        return np.empty(0, np.int64), []
+    address = np.asarray([worker_address(label) for label in arrays.lanes], dtype=object)
+    where = address[arrays.lane]
+    rows = np.flatnonzero(pd.Series(where).isin(set(taken["worker"])).to_numpy())
+    found = pd.DataFrame({"key": arrays.keys(rows), "worker": where[rows], "row": rows}).merge(
+        taken[["key", "worker", "why", "killed"]], on=["key", "worker"]
+    )
+    killed = found["killed"].astype("boolean").fillna(False).to_numpy(bool)
+    why = np.where(killed, "killed", found["why"].to_numpy(object))
+    text = [f"{w} on {a}" for w, a in zip(why.tolist(), found["worker"].tolist(), strict=True)]
+    return found["row"].to_numpy(np.int64), text
+
+
+def _draw_reruns(fig: Figure, arrays: TaskArrays, reruns: pd.DataFrame) -> None:
+    """The rows of :func:`rerun_rows` outlined and cross-hatched, hover ``re-run``."""
+    from bokeh.models import ColumnDataSource, HoverTool
+
+    rows, why = rerun_rows(arrays, reruns)
+    if not len(rows):
+        return
+    source = ColumnDataSource(
+        {
+            "y": arrays.lane[rows].astype(np.float32),
+            "left": arrays.start[rows],
+            "right": np.maximum(arrays.stop[rows], arrays.start[rows]),
+            "key": arrays.keys(rows),
+            "rerun": why,
+        }
+    )
+    marks = fig.hbar(
+        y="y",
+        left="left",
+        right="right",
+        height=_TASK_BAR,
+        source=source,
+        fill_alpha=0,
+        hatch_pattern="x",
+        hatch_color=_WARN,
+        hatch_alpha=0.7,
+        hatch_scale=6,
+        line_color=_WARN,
+        line_width=1.5,
+        line_dash="dashed",
+        name="daskprofile-reruns",
+    )
+    fig.add_tools(HoverTool(renderers=[marks], tooltips=[("re-run", "@rerun"), ("key", "@key")]))
 
 
 def _lanes_px(lanes: int) -> int:

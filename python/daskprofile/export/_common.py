@@ -11,7 +11,7 @@ import math
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
@@ -78,6 +78,9 @@ class TaskArrays:
     error_type: np.ndarray  # object (str or None)
     groups: list[str]
     lanes: list[str]
+    #: int32 index into ``spans`` (-1: no span); None when the run has no span
+    span: np.ndarray | None = None
+    spans: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -117,6 +120,7 @@ def task_arrays(run: RunLike) -> TaskArrays:
         df, start, stop = df[known], start[known], stop[known]
     group, groups = _codes(df["group"])
     lane, lanes = _codes(df["worker"], order=natural_key)
+    span, spans = _span_codes(df)
     return TaskArrays(
         key_column=df["key"].reset_index(drop=True),
         group=group,
@@ -128,7 +132,21 @@ def task_arrays(run: RunLike) -> TaskArrays:
         error_type=df["error"].to_numpy(object),
         groups=groups,
         lanes=lanes,
+        span=span,
+        spans=spans,
     )
+
+
+def _span_codes(df: pd.DataFrame) -> tuple[np.ndarray | None, list[str]]:
+    """Each task's span as a code into the sorted span paths (-1: none); None without."""
+    if "span" not in df or not df["span"].notna().any():
+        return None, []
+    named = df["span"].notna().to_numpy(bool)
+    spans = sorted({str(s) for s in df["span"][named]})
+    index = {s: i for i, s in enumerate(spans)}
+    codes = np.full(len(df), -1, np.int32)
+    codes[named] = [index[str(s)] for s in df["span"][named]]
+    return codes, spans
 
 
 def format_seconds(seconds: float) -> str:

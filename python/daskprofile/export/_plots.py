@@ -18,6 +18,7 @@ from ._cluster_stream import draw_cluster
 from ._common import RunLike, TaskArrays, group_color, task_arrays
 from ._flame import flame_columns
 from ._lod import decimate
+from ._span_filter import span_selector
 from ._stream import task_stream
 from ._widgets import CACHE_GROUPS, time_figure
 
@@ -219,7 +220,8 @@ def run_tabs(
     x_range = _time_range(run, arrays)
     stream = task_stream(arrays, x_range)
     draw_cluster(stream, run, arrays)
-    timeline = [stream, *resource_figures(run, x_range)]
+    selector = span_selector(stream, arrays)
+    timeline = [*([selector] if selector else []), stream, *resource_figures(run, x_range)]
     tabs = [TabPanel(title="Timeline", child=column(timeline, sizing_mode="stretch_width"))]
     tabs += cluster_tabs(run, x_range)
     lines = cache_lines(run)

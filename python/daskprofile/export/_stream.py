@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ._common import TaskArrays, group_color
-from ._lod import Busy, merge_bounded, split_tasks
+from ._lod import Busy, split_tasks
+from ._span_filter import add_columns, merge_per_span
 from ._widgets import (
     LEGEND_GROUPS,
     lookup_hover,
@@ -33,17 +34,17 @@ def _task_source(arrays: TaskArrays, rows: np.ndarray) -> Any:
             err[j] = err_index.get(str(arrays.error_type[i]), 0) or len(errors)
     if (err == len(errors)).any():
         errors.append("error")
-    source = ColumnDataSource(
-        {
-            "y": arrays.lane[rows].astype(np.int16),
-            "left": arrays.start[rows],
-            "dur": (arrays.stop[rows] - arrays.start[rows]).astype(np.float32),
-            "g": arrays.group[rows].astype(np.int16 if len(arrays.groups) < 32_000 else np.int32),
-            "wait": (arrays.start[rows] - arrays.submit[rows]).astype(np.float32),
-            "err": err,
-            "key": arrays.keys(rows),
-        }
-    )
+    data = {
+        "y": arrays.lane[rows].astype(np.int16),
+        "left": arrays.start[rows],
+        "dur": (arrays.stop[rows] - arrays.start[rows]).astype(np.float32),
+        "g": arrays.group[rows].astype(np.int16 if len(arrays.groups) < 32_000 else np.int32),
+        "wait": (arrays.start[rows] - arrays.submit[rows]).astype(np.float32),
+        "err": err,
+        "key": arrays.keys(rows),
+    }
+    add_columns(data, None if arrays.span is None else arrays.span[rows])
+    source = ColumnDataSource(data)
     source.tags = [errors]
     return source
 
@@ -64,11 +65,15 @@ def _draw_tasks(fig: Figure, arrays: TaskArrays, rows: np.ndarray, mapper: Any) 
     source = _task_source(arrays, rows)
     errors = source.tags[0]
     bar = {"y": "y", "left": "left", "right": stack("left", "dur"), "height": 0.8, "source": source}
-    tasks = fig.hbar(**bar, fill_color={"field": "g", "transform": mapper}, line_color=None)
+    alpha = "a" if "a" in source.data else 1.0  # "a": dimmed outside the picked span
+    color = {"field": "g", "transform": mapper}
+    tasks = fig.hbar(**bar, fill_color=color, fill_alpha=alpha, line_color=None)
     failed = np.flatnonzero(arrays.error[rows])
     if len(failed):
         view = CDSView(filter=IndexFilter(indices=failed.tolist()))
-        fig.hbar(**bar, view=view, fill_alpha=0, line_color="#d00000", line_width=2)
+        fig.hbar(
+            **bar, view=view, fill_alpha=0, line_color="#d00000", line_width=2, line_alpha=alpha
+        )
     fig.add_tools(
         HoverTool(
             renderers=[tasks],
@@ -99,30 +104,32 @@ def _status_hover(errors: list[str]) -> Any:
     return CustomJSHover(args={"names": errors}, code=code)
 
 
-def _busy_source(busy: Busy) -> Any:
-    """One row per merged interval."""
+def _busy_source(busy: Busy, spans: np.ndarray | None = None) -> Any:
+    """One row per merged interval (``spans``: each one's span code, if the run has any)."""
     from bokeh.models import ColumnDataSource
 
     width = np.maximum(busy.stop - busy.start, 1e-12)
     occupancy = np.clip(busy.busy / width, 0, 1)
-    return ColumnDataSource(
-        {
-            "y": busy.lane.astype(np.int16),
-            "left": busy.start,
-            "right": busy.stop,
-            "g": busy.group.astype(np.int32),
-            "count": busy.count.astype(np.int32),
-            "busy": busy.busy.astype(np.float32),
-            "alpha": (0.35 + 0.65 * occupancy).astype(np.float32),
-        }
-    )
+    data = {
+        "y": busy.lane.astype(np.int16),
+        "left": busy.start,
+        "right": busy.stop,
+        "g": busy.group.astype(np.int32),
+        "count": busy.count.astype(np.int32),
+        "busy": busy.busy.astype(np.float32),
+        "alpha": (0.35 + 0.65 * occupancy).astype(np.float32),
+    }
+    add_columns(data, spans, data["alpha"])
+    return ColumnDataSource(data)
 
 
-def _draw_busy(fig: Figure, arrays: TaskArrays, busy: Busy, mapper: Any) -> None:
+def _draw_busy(
+    fig: Figure, arrays: TaskArrays, busy: Busy, mapper: Any, spans: np.ndarray | None = None
+) -> None:
     """Merged intervals of short tasks (level of detail), shaded by occupancy."""
     from bokeh.models import HoverTool
 
-    source = _busy_source(busy)
+    source = _busy_source(busy, spans)
     merged = fig.hbar(
         y="y",
         left="left",
@@ -130,7 +137,7 @@ def _draw_busy(fig: Figure, arrays: TaskArrays, busy: Busy, mapper: Any) -> None
         height=0.8,
         source=source,
         fill_color={"field": "g", "transform": mapper},
-        fill_alpha="alpha",
+        fill_alpha="a" if "a" in source.data else "alpha",
         line_color=None,
     )
     fig.add_tools(
@@ -223,8 +230,8 @@ def _draw_stream(fig: Figure, arrays: TaskArrays, keep_title: bool) -> None:
     mapper = _group_mapper(arrays)
     single, short, pixel = split_tasks(arrays)
     if len(short):
-        busy, pixel = merge_bounded(arrays, short, pixel)
-        _draw_busy(fig, arrays, busy, mapper)
+        busy, spans, pixel = merge_per_span(arrays, short, pixel)
+        _draw_busy(fig, arrays, busy, mapper, spans)
         if not keep_title:
             fig.title = (
                 f"Task stream: {len(arrays):,} tasks; {len(single):,} long ones drawn one by one, "

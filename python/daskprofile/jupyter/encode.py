@@ -5,7 +5,9 @@ A message is ``(data, buffers)``: ``data`` a JSON-safe dict with a string ``type
 and since 1.2 a cluster's ``actions``, ``memory`` and ``transfers``) travel as one
 little-endian typed array per column, in the order of ``data["columns"]``; their times are
 float32 offsets from the batch's ``base`` (seconds since the run's ``t0``). :func:`needs`
-says which protocol version a message needs: a panel is sent only what it can read.
+says which protocol version a message needs and :func:`adapt` fits a message to a panel's
+version (a ``tasks`` batch loses its 1.2 ``span`` column): a panel is sent only what it
+can read.
 :func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)`` per
 column), so tests and benchmarks see what the browser sees.
 
@@ -29,6 +31,7 @@ __all__ = [
     "Message",
     "TABLES_VERSION",
     "action_lane",
+    "adapt",
     "cluster_workers",
     "decode",
     "error",
@@ -41,9 +44,11 @@ __all__ = [
     "keys",
     "needs",
     "progress",
+    "reruns",
     "run_end",
     "run_start",
     "speaks",
+    "spans",
     "stacks",
     "state",
     "table",
@@ -89,6 +94,9 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
+#: optional columns a batch may add after its own (protocol 1.2: a task's span id, 0: none)
+OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"tasks": (("span", "<u2"),)}
+
 #: columns holding times (float32 offsets from ``base`` on the wire)
 TIME_COLUMNS: dict[str, tuple[str, ...]] = {
     "tasks": ("submit", "start", "stop"),
@@ -112,7 +120,9 @@ SOURCE_VERSION = "1.1"
 #: ``exceptions``, ``cluster_workers``) and lanes only actions use
 TABLES_VERSION = "1.2"
 #: message types of :data:`TABLES_VERSION`
-TABLE_TYPES = frozenset({"actions", "memory", "transfers", "exceptions", "cluster_workers"})
+TABLE_TYPES = frozenset(
+    {"actions", "memory", "transfers", "exceptions", "cluster_workers", "spans", "reruns"}
+)
 
 
 # ---------------------------------------------------------------- versions
@@ -141,10 +151,13 @@ def speaks(peer: object, version: str) -> bool:
 def needs(data: Mapping[str, Any]) -> str:
     """The protocol version a panel needs to read message ``data``: ``"1.2"`` for a
     cluster's tables and for a ``workers`` message of lanes only actions use (labelled
-    with a worker's address alone, see :func:`action_lane`), ``"1.1"`` for a sourced
-    ``resources`` batch, else ``"1.0"``."""
+    with a worker's address alone, see :func:`action_lane`) and for ``spans`` and a
+    ``tasks`` batch with a ``span`` column (:func:`adapt` drops it for older panels),
+    ``"1.1"`` for a sourced ``resources`` batch, else ``"1.0"``."""
     kind = data.get("type")
     if kind in TABLE_TYPES:
+        return TABLES_VERSION
+    if kind == "tasks" and "span" in (data.get("columns") or ()):
         return TABLES_VERSION
     if (
         kind == "workers"
@@ -155,6 +168,20 @@ def needs(data: Mapping[str, Any]) -> str:
     if kind == "resources" and data.get("source") is not None:
         return SOURCE_VERSION
     return "1.0"
+
+
+def adapt(message: Message, peer: object) -> Message | None:
+    """``message`` as a panel speaking ``peer`` reads it: unchanged, a ``tasks`` batch
+    without its ``span`` column (protocol 1.2) for an older panel, or None (not for it)."""
+    data, buffers = message
+    if speaks(peer, needs(data)):
+        return message
+    columns = data.get("columns")
+    if data.get("type") != "tasks" or not isinstance(columns, list) or "span" not in columns:
+        return None
+    keep = [i for i, name in enumerate(columns) if name != "span"]
+    out = dict(data, columns=[columns[i] for i in keep])
+    return out, [buffers[i] for i in keep]
 
 
 # ---------------------------------------------------------------- JSON safety
@@ -207,6 +234,12 @@ def run_start(
 def groups(run: str, ids: Sequence[int], names: Sequence[str], colors: Sequence[str]) -> Message:
     """New task groups (sent before any row uses them)."""
     return _msg("groups", run=run, ids=list(ids), names=list(names), colors=list(colors))
+
+
+def spans(run: str, ids: Sequence[int], names: Sequence[str]) -> Message:
+    """New spans of a run (protocol 1.2; sent before any ``tasks`` row uses them): ids of
+    the ``span`` column (0 is no span, never listed) and their paths (``"load/clean"``)."""
+    return _msg("spans", run=run, ids=list(ids), names=list(names))
 
 
 def worker_kind(label: str) -> str:
@@ -304,6 +337,22 @@ def cluster_workers(run: str, members: Sequence[Mapping[str, Any]]) -> Message:
     return _msg("cluster_workers", run=run, workers=rows)
 
 
+def reruns(run: str, rows: Sequence[int], why: Sequence[str], workers: Sequence[str]) -> Message:
+    """Task rows whose work a worker that left took with it, so the task ran again
+    (protocol 1.2): ``rows`` (indices in the run's task table), per row ``why``
+    (``lost``: its result was there; ``interrupted``: it was running there; ``killed``: it
+    failed with ``KilledWorker``) and ``workers`` (the address of the worker that left)."""
+    if not len(rows) == len(why) == len(workers):
+        raise ValueError("reruns: rows, why and workers must have one entry per row")
+    return _msg(
+        "reruns",
+        run=run,
+        rows=[int(r) for r in rows],
+        why=[str(w) for w in why],
+        workers=[str(w) for w in workers],
+    )
+
+
 def dropped(run: str | None, messages: int, rows: int) -> Message:
     """Counts (so far) of messages and rows the publisher dropped for a slow panel."""
     return _msg("dropped", run=run, messages=messages, rows=rows)
@@ -354,7 +403,8 @@ def table(
 
     ``columns`` maps each of ``COLUMNS[kind]`` to a 1-d array; times are float64 seconds
     since the run's ``t0`` and are sent as float32 offsets from the batch's ``base``.
-    ``first`` (tasks, actions) is the run-wide index of the batch's first row. ``source``
+    ``first`` (tasks, actions) is the run-wide index of the batch's first row; a ``tasks``
+    batch carries a ``span`` column (1.2) when ``columns`` has one. ``source``
     (resources, protocol 1.1) names the one worker process the samples measure, e.g.
     ``"tcp://127.0.0.1:40123"`` or ``"pid 4123 @ host"``; ``None`` (the default) is the
     run's total series, sent without a ``source`` field as in protocol 1.0. A ``memory``
@@ -362,7 +412,7 @@ def table(
     none); a ``transfers`` batch (1.2) its new ``addresses`` (appended to the run's list).
     """
     _check_fields(kind, source)
-    spec = COLUMNS[kind]
+    spec = COLUMNS[kind] + tuple(c for c in OPTIONAL_COLUMNS.get(kind, ()) if c[0] in columns)
     n = len(np.asarray(columns[spec[0][0]]))
     cols = {name: np.asarray(columns[name]) for name, _ in spec}
     base = _base(kind, cols)
@@ -423,7 +473,7 @@ def decode(data: Mapping[str, Any], buffers: Sequence[Any] = ()) -> dict[str, An
     if spec is None:
         return out
     _check_batch(kind, data)
-    out["arrays"] = _decode_columns(data, buffers, spec)
+    out["arrays"] = _decode_columns(data, buffers, spec + OPTIONAL_COLUMNS.get(kind, ()))
     base = float(data["base"])
     out["times"] = {c: base + out["arrays"][c].astype(np.float64) for c in TIME_COLUMNS[kind]}
     return out
@@ -465,7 +515,38 @@ def _check_cluster_workers(data: Mapping[str, Any]) -> None:
     _rows_of(data, "workers", ("address", "joined", "left", "reason"))
 
 
-_JSON_CHECKS = {"exceptions": _check_exceptions, "cluster_workers": _check_cluster_workers}
+def _check_spans(data: Mapping[str, Any]) -> None:
+    ids, names = data.get("ids"), data.get("names")
+    if not (
+        isinstance(ids, list)
+        and all(type(i) is int and 0 < i <= 0xFFFF for i in ids)
+        and isinstance(names, list)
+        and _strings(names)
+        and len(ids) == len(names)
+    ):
+        raise ValueError(f"spans: 'ids' (ints 1..65535) and 'names' (strs) must match: {data!r}")
+
+
+def _check_reruns(data: Mapping[str, Any]) -> None:
+    rows, why, workers = data.get("rows"), data.get("why"), data.get("workers")
+    if not (
+        isinstance(rows, list)
+        and all(type(r) is int and r >= 0 for r in rows)
+        and isinstance(why, list)
+        and isinstance(workers, list)
+        and _strings(why)
+        and _strings(workers)
+        and len(rows) == len(why) == len(workers)
+    ):
+        raise ValueError(f"reruns: 'rows' (ints), 'why' and 'workers' must match: {data!r}")
+
+
+_JSON_CHECKS = {
+    "reruns": _check_reruns,
+    "exceptions": _check_exceptions,
+    "cluster_workers": _check_cluster_workers,
+    "spans": _check_spans,
+}
 
 
 def _decode_columns(

@@ -3,7 +3,8 @@
 A :class:`Feed` keeps cursors into a run's tables and, on each :meth:`Feed.poll`, turns the
 rows recorded since the previous poll into ``groups``/``workers`` (only the new ones),
 ``tasks``, ``cache``, ``resources``, ``stacks`` and ``progress`` messages, and (protocol
-1.2) ``exceptions`` and a cluster's ``cluster_workers``, ``actions``, ``memory`` and
+1.2) ``spans`` (and the ``span`` column of ``tasks``, once the run has a span),
+``exceptions`` and a cluster's ``cluster_workers``, ``actions``, ``memory`` and
 ``transfers``. Readers are small functions ``read(cursor) -> Read``; live readers copy
 only the new rows from the collectors (numpy copies under the collector's lock, no key
 decoding), frozen readers slice a finished :class:`~daskprofile.run.Run`. Feeds run on the
@@ -30,6 +31,7 @@ import numpy as np
 from ..keys import group_color
 from ..record.cursors import Cursors, Read, Reader
 from ..run import Run
+from ..spans import path
 from . import encode
 
 #: rows per columnar message when replaying or catching up
@@ -122,6 +124,9 @@ class Feed:
     address_ids: dict[str, int] = field(default_factory=dict)
     addresses_sent: int = 0
     members_sent: list[dict[str, Any]] | None = None  # the last ``cluster_workers`` list
+    #: span paths by protocol id - 1 (id 0: no span); tasks carry a span column once any
+    span_names: list[str] = field(default_factory=list)
+    span_ids: dict[str, int] = field(default_factory=dict)
     done: dict[int, int] = field(default_factory=dict)  # group id -> tasks that succeeded
     erred: dict[int, int] = field(default_factory=dict)  # group id -> tasks that raised
     rows: int = 0  # task rows read so far
@@ -134,6 +139,9 @@ class Feed:
     #: task rows whose keys are not in ``_key_lanes`` yet: (first row, lanes)
     _unindexed: list[tuple[int, np.ndarray]] = field(default_factory=list)
     _members_version: Any = None  # of the last ``cluster_workers`` list read
+    #: a cluster run's task rows read so far: (first row, lanes), for ``reruns``
+    _row_lanes: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    reruns_sent: set[int] = field(default_factory=set)  # task rows sent in ``reruns``
 
     @property
     def id(self) -> str:
@@ -177,9 +185,13 @@ class Feed:
         other._address_lane = dict(self._address_lane)
         other.addresses = list(self.addresses)
         other.address_ids = dict(self.address_ids)
+        other.span_names = list(self.span_names)
+        other.span_ids = dict(self.span_ids)
         out = other.start()
         if other.group_names:
             out.append(_groups(self.id, 0, other.group_names))
+        if other.span_names:
+            out.append(_spans(self.id, 1, other.span_names))
         out += other._lanes_message(range(len(other.worker_labels)))
         # no stacks cycle sent yet: send none (the live feed will)
         upto = replace(
@@ -286,12 +298,45 @@ class Feed:
         worker = _pick(lanes, read.cols["worker"])
         if self.cursors.actions is not None:  # their keys may be wanted for actions' lanes
             self._unindexed.append((read.first, worker.astype(np.int32)))
+        if self.cursors.members is not None:  # rows a worker that leaves may take along
+            self._row_lanes.append((read.first, worker.astype(np.int32)))
         self._count(group, np.asarray(read.cols["status"]))
         cols = {"group": group, "worker": worker, "status": read.cols["status"]}
         for name in ("submit", "start", "stop"):
             cols[name] = np.asarray(read.cols[name], np.float64) - self.run.t0
+        out += self._span_column(read, cols)
         self.rows += read.n
         return out + self._batches("tasks", cols, read.first)
+
+    def _span_column(self, read: Read, cols: dict[str, Any]) -> list[encode.Message]:
+        """Add the rows' ``span`` ids to ``cols`` once the run has a span (a ``spans``
+        message for new ones); a run without spans sends no column."""
+        lookup = read.cols.get("spans") or [None]
+        raw = read.cols.get("span")
+        if raw is None or len(lookup) <= 1:
+            return self._no_span(cols, read.n)
+        raw = np.asarray(raw, np.int64)
+        known = len(self.span_names)
+        ids = np.zeros(len(lookup), np.int64)
+        for sid in np.unique(raw).tolist():
+            label = path(tuple(lookup[sid])) if 0 < sid < len(lookup) and lookup[sid] else None
+            if label is not None:
+                ids[sid] = self.span_ids.get(label) or self._new_span(label)
+        if not self.span_names:
+            return []
+        cols["span"] = ids[raw]
+        new = self.span_names[known:]
+        return [_spans(self.id, known + 1, new)] if new else []
+
+    def _no_span(self, cols: dict[str, Any], n: int) -> list[encode.Message]:
+        if self.span_names:
+            cols["span"] = np.zeros(n, np.int64)
+        return []
+
+    def _new_span(self, label: str) -> int:
+        self.span_names.append(label)
+        self.span_ids[label] = len(self.span_names)
+        return len(self.span_names)
 
     def _count(self, group: np.ndarray, status: np.ndarray) -> None:
         for counts, mask in ((self.done, status == 0), (self.erred, status != 0)):
@@ -391,7 +436,34 @@ class Feed:
         if members == (self.members_sent or []):
             return []
         self.members_sent = members
-        return [encode.cluster_workers(self.id, members)]
+        return [encode.cluster_workers(self.id, members), *self._reruns(table)]
+
+    def _reruns(self, table: Mapping[str, Any]) -> list[encode.Message]:
+        """``reruns``: the task rows, read so far, of keys a worker that left held
+        (``lost``), was running (``interrupted``) or failed with (``killed``), on that
+        worker; each row once. Decodes only the keys of those workers' rows."""
+        taken = _taken(table)
+        if not taken or self.cursors.keys is None:
+            return []
+        labels = self.worker_labels
+        gone = [i for i, label in enumerate(labels) if _address(label) in taken]
+        rows: list[int] = []
+        why: list[str] = []
+        workers: list[str] = []
+        for first, lanes in self._row_lanes:
+            at = np.flatnonzero(np.isin(lanes, gone))
+            if not len(at):
+                continue
+            keys = self.cursors.keys((first + at).tolist())
+            for i, key in zip(at.tolist(), keys, strict=True):
+                address = _address(labels[lanes[i]])
+                reason = taken[address].get(key)
+                if reason is not None and first + i not in self.reruns_sent:
+                    self.reruns_sent.add(first + i)
+                    rows.append(first + i)
+                    why.append(reason)
+                    workers.append(address)
+        return [encode.reruns(self.id, rows, why, workers)] if rows else []
 
     def _actions(self, settled: bool, upto: int | None) -> list[encode.Message]:
         """Actions (rows of keys whose task row has not come yet wait a little, unless
@@ -591,8 +663,25 @@ def _members(table: Mapping[str, Any], t0: float) -> list[dict[str, Any]]:
     return out
 
 
+def _taken(table: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Per worker that left: the keys it took with it and why (``lost``, ``interrupted``,
+    ``killed``: the last wins)."""
+    out: dict[str, dict[str, str]] = {}
+    for i, address in enumerate(table.get("address") or ()):
+        if table["left"][i] is None:
+            continue
+        keys = out.setdefault(str(address), {})
+        for why, name in (("lost", "lost"), ("interrupted", "processing"), ("killed", "killed")):
+            keys.update(dict.fromkeys(map(str, table[name][i] or ()), why))
+    return {a: k for a, k in out.items() if k}
+
+
 def _no_transfers() -> dict[str, np.ndarray]:
     return {name: np.zeros(0) for name, _ in encode.COLUMNS["transfers"]}
+
+
+def _spans(run: str, first: int, names: list[str]) -> encode.Message:
+    return encode.spans(run, range(first, first + len(names)), names)
 
 
 def _groups(run: str, first: int, names: list[str]) -> encode.Message:

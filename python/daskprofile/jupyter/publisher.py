@@ -9,8 +9,9 @@ would be a hand-over the computing thread waits for. The sender thread polls whe
 compute did (long tasks, between computes), and it alone calls ``comm.send``: at most
 ``rate`` live messages per second per panel, from a bounded outbox per panel (when it is
 full the oldest data batch is dropped and counted, ``dropped``). A panel is sent only the
-messages its protocol version reads (``encode.needs``: a 1.1 panel gets no cluster tables,
-a 1.0 one no sourced resources either). Requests (keys, export,
+messages its protocol version reads (``encode.needs``, ``encode.adapt``: a 1.1 panel gets
+no cluster tables nor spans, and task batches without their span column; a 1.0 one no
+sourced resources either). Requests (keys, export,
 replay, pause) arrive on any thread and are handed to the sender thread as jobs. Polls,
 jobs and sends hold ``Publisher._work``; a computing thread only ever tries it.
 """
@@ -106,10 +107,15 @@ class Connection:
         """Whether this panel's protocol version reads ``message``."""
         return encode.speaks(self.protocol, encode.needs(message[0]))
 
+    def fit(self, messages: list[encode.Message]) -> list[encode.Message]:
+        """``messages`` as this panel reads them (``encode.adapt``); the others left out."""
+        fitted = (encode.adapt(m, self.protocol) for m in messages)
+        return [m for m in fitted if m is not None]
+
     def push(self, messages: list[encode.Message], run: str | None = None) -> None:
-        """Queue live messages (those this panel reads); drop the oldest data batches
+        """Queue live messages (as this panel reads them); drop the oldest data batches
         beyond ``max_queue``."""
-        self.outbox.extend(m for m in messages if self.reads(m))
+        self.outbox.extend(self.fit(messages))
         while len(self.outbox) > self.max_queue and self._drop_one(run):
             pass
 
@@ -239,7 +245,7 @@ class Publisher:
         kept = history.history()
         conn.outbox.appendleft(self.greeting(conn.paused, len(kept)))
         for feed in list(self.feeds.values()):
-            conn.outbox.extend(m for m in feed.catch_up() if conn.reads(m))
+            conn.outbox.extend(conn.fit(feed.catch_up()))
         # a kept run without a feed may still have its start/end queued behind this job
         conn.replayed = {_run_id(run) for run in kept} - set(self.feeds)
         for run in kept:
@@ -428,9 +434,10 @@ class Publisher:
                 self._send(conn, message)
 
     def _send(self, conn: Connection, message: encode.Message) -> None:
-        data, buffers = message
-        if not conn.reads(message):
+        fitted = encode.adapt(message, conn.protocol)
+        if fitted is None:
             return  # e.g. a 1.0 panel would add a worker process's samples to the total
+        data, buffers = fitted
         try:
             conn.comm.send(data, buffers=buffers or None)
             conn.sent += 1
@@ -497,7 +504,7 @@ class Publisher:
         """Catch up live runs and replay finished ones among ``ids`` (sender thread)."""
         for rid, feed in list(self.feeds.items()):
             if rid in ids:
-                conn.outbox.extend(m for m in feed.catch_up() if conn.reads(m))
+                conn.outbox.extend(conn.fit(feed.catch_up()))
         for run in history.history():
             if _run_id(run) in ids:
                 conn.replays.append(self._replay(run))

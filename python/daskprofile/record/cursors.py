@@ -136,6 +136,7 @@ def live_tasks(collector: Any) -> Reader:
                 name_groups = np.array([g for _, g in collector.names], np.int64)
             groups = list(collector.groups)
             workers = [label for _, _, label in collector.workers]
+            spans = list(collector.spans) if len(collector.spans) > 1 else None
         start = rows["start"]
         cols = {
             "group": name_groups[(rows["name"] & ~np.uint32(UUID_FLAG)).astype(np.int64)],
@@ -147,6 +148,8 @@ def live_tasks(collector: Any) -> Reader:
             "groups": groups,
             "workers": workers,
         }
+        if spans is not None:  # ids into ``spans`` (name tuples; 0: no span)
+            cols["span"], cols["spans"] = rows["span"], spans
         return Read(cols, min(first, new_cursor), new_cursor)
 
     return read
@@ -304,7 +307,7 @@ def frozen_table(table: Mapping[str, Any], names: tuple[str, ...]) -> Reader:
     """Rows of a finished run's raw table (``dropped`` oldest rows are not there)."""
     dropped = int(table.get("dropped", 0) or 0)
     arrays = {name: np.asarray(table[name]) for name in names}
-    lookups = {k: list(table[k]) for k in ("groups", "workers") if k in table}
+    lookups = {k: list(table[k]) for k in ("groups", "workers", "spans") if k in table}
     total = dropped + len(arrays[names[0]])
 
     def read(cursor: int) -> Read:
@@ -344,12 +347,14 @@ def frozen_cursors(run: Run) -> Cursors:
     """Readers over a finished run."""
     tasks = dict(run.raw("tasks", keys=False))
     tasks["status"] = (np.asarray(tasks["error"]) != 0).astype(np.uint8)
+    if len(tasks.get("span", ())) != len(tasks["start"]):  # a run saved before spans
+        tasks["span"] = np.zeros(len(tasks["start"]), np.uint16)
     t0 = run.t0
     history = [(a + t0, b + t0, trees) for a, b, trees in run.stack_history]
     members = run.raw("workers")
     first = run.dropped("tasks")
     return Cursors(
-        tasks=frozen_table(tasks, ("group", "worker", "status", "submit", "start", "stop")),
+        tasks=frozen_table(tasks, ("group", "worker", "status", "submit", "start", "stop", "span")),
         cache=frozen_table(run.raw("cache"), ("time", "group", "metric")),
         resources=frozen_table(run.raw("resources"), ("time", "cpu", "memory", "processes")),
         stacks=lambda t_from: [h for h in history if t_from is None or h[0] >= t_from],
