@@ -11,9 +11,9 @@ compute did (long tasks, between computes), and it alone calls ``comm.send``: at
 full the oldest data batch is dropped and counted, ``dropped``). A panel is sent only the
 messages its protocol version reads (``encode.needs``, ``encode.adapt``: a 1.1 panel gets
 no cluster tables nor spans, and task batches without their span column; a 1.0 one no
-sourced resources either). Requests (keys, export,
-replay, pause) arrive on any thread and are handed to the sender thread as jobs. Polls,
-jobs and sends hold ``Publisher._work``; a computing thread only ever tries it.
+sourced resources either). Requests (keys, export, replay, pause) arrive on any thread
+and are handed to the sender thread as jobs. Polls, jobs and sends hold
+``Publisher._work``; a computing thread only ever tries it.
 """
 
 from __future__ import annotations
