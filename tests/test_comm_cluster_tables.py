@@ -228,8 +228,10 @@ def test_exceptions_and_cluster_workers_are_structure_and_never_dropped() -> Non
     assert {"exceptions", "cluster_workers"} <= kept
     assert not kept & {"actions", "memory", "transfers"}  # droppable data, dropped first
     costs = {d["type"]: _cost((d, b)) for d, b in messages}
-    assert costs["actions"] == 1.0
-    assert costs["memory"] == costs["transfers"] == costs["exceptions"] == 0.0
+    assert costs["tasks"] == 1.0
+    # the cluster's tables ride along with the task rows of their poll: no token of the rate
+    assert costs["actions"] == costs["memory"] == costs["transfers"] == 0.0
+    assert costs["exceptions"] == 0.0
 
 
 def test_a_local_run_sends_its_failed_tasks_and_no_cluster_tables() -> None:
