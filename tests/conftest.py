@@ -145,6 +145,25 @@ class Opened:
     dialogs: list[str] = field(default_factory=list)
 
 
+@pytest.fixture(scope="session")
+def distributed_threads() -> None:
+    """Start the threads distributed keeps for the life of the process, once.
+
+    distributed's offload executor (thread ``Dask-Offload_0``, ``distributed.utils``) is
+    created on first use and never shut down; started here (a session fixture, set up
+    before the per-test check of leftover threads takes its snapshot), it is not mistaken
+    for a leak. Modules with clusters use it: ``pytest.mark.usefixtures(...)``.
+    """
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        c.submit(abs, -1).result()
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """Chromium for one test (the suite checks no child process outlives a test)."""

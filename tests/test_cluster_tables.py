@@ -29,7 +29,7 @@ from daskprofile.export._common import task_arrays  # noqa: E402
 from daskprofile.jupyter.feed import Feed  # noqa: E402
 from daskprofile.record.cursors import frozen_cursors  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("distributed_threads")]
 
 MB = 1_000_000
 
@@ -41,19 +41,6 @@ def inc(x: int) -> int:
 def slow(x: int, delay: float) -> int:
     time.sleep(delay)
     return x + 1
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """Start the threads distributed keeps for the life of the process before the per-test
-    check of leftover threads takes its snapshot (as in test_distributed.py)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(inc, 0).result()
 
 
 def _cluster(**kwargs: Any) -> Any:

@@ -26,7 +26,7 @@ from daskprofile.distributed._worker import WorkerProbe  # noqa: E402
 from daskprofile.distributed.collector import ALL_TASKS  # noqa: E402
 from daskprofile.stacktree import to_folded_lines  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("distributed_threads")]
 
 OUR_THREADS = ("daskprofile-distributed", "daskprofile-resources")
 
@@ -90,23 +90,6 @@ def _cluster_state(client: Any) -> dict[str, Any]:
         return sorted(dask_worker.plugins), _our_threads()
 
     return {"scheduler": client.run_on_scheduler(on_scheduler), "workers": client.run(on_worker)}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """Start the threads distributed keeps for the life of the process, once.
-
-    distributed's offload executor (thread ``Dask-Offload_0``, ``distributed.utils``) is
-    created on first use and never shut down; started here, before the per-test check of
-    leftover threads takes its snapshot, it is not mistaken for a leak.
-    """
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(slow, 0).result()
 
 
 @pytest.fixture(params=[False, True], ids=["inprocess", "processes"])

@@ -19,6 +19,9 @@ from daskprofile.failures import TRACEBACK_CHARS, cut, describe, message_from_re
 
 distributed = pytest.importorskip("distributed")
 
+#: the cluster tests need distributed's process-wide threads started first
+pytestmark = pytest.mark.usefixtures("distributed_threads")
+
 HOSTILE = "<script>alert('x')</script>"
 
 
@@ -211,16 +214,6 @@ def test_the_snapshot_lists_exceptions_with_every_text_escaped(
 
 
 # ---------------------------------------------------------------- a cluster
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """distributed's process-wide offload thread, started before the leftover checks."""
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(inc, 0).result()
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from daskprofile.export._cluster_memory import WORKER_FIGURES, summed_memory  # 
 from daskprofile.export._plots import run_tabs  # noqa: E402
 from daskprofile.export._summary import summary_html  # noqa: E402
 from daskprofile.jupyter.inline import inline_html  # noqa: E402
+from test_export_html import IDLE, IMG, JS_COUNT, JS_TOOLTIPS, SCRIPT  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -38,21 +39,8 @@ CLUSTER_WORDS = (
     "Bandwidth by",
     "daskprofile-actions",
 )
-SCRIPT = "</script><script>alert(1)</script>"
-IMG = "<img src=x onerror=alert(1)>"
-IDLE = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents.every(d => d.is_idle)"
 # titles of every plot drawn
 JS_TITLES = "() => [...Bokeh.index.all_views()].map(v => v.model.title?.text ?? '').join('\\n')"
-# count elements matching a tag (upper case) through open shadow roots
-JS_COUNT = """(tag) => { let n = 0; const walk = (root) => {
-  for (const el of root.querySelectorAll('*')) {
-    if (el.tagName === tag) n++; if (el.shadowRoot) walk(el.shadowRoot); } };
-  walk(document); return n; }"""
-# text of bokeh tooltips, through shadow roots
-JS_TOOLTIPS = """() => { const out = []; const walk = (root) => {
-  for (const el of root.querySelectorAll('*')) {
-    if (el.classList && [...el.classList].some(c => c.includes('tooltip'))) out.push(el.innerText);
-    if (el.shadowRoot) walk(el.shadowRoot); } }; walk(document); return out.join('\\n'); }"""
 # the longest transfer (action kind 0) drawn one by one: its key and where it is on screen
 JS_LONGEST_TRANSFER = """() => {
   const src = [...Bokeh.documents[0].all_models].find(

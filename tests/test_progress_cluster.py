@@ -25,7 +25,7 @@ from daskprofile.jupyter import widgets  # noqa: E402
 from daskprofile.record import clusters  # noqa: E402
 from nbkernel import execute, outputs, progress_models, stream, widget_views  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("distributed_threads")]
 
 ROOT = Path(__file__).resolve().parents[1]
 PERCENT = re.compile(r"\| (\d+)% Completed \|")
@@ -63,19 +63,6 @@ def percents(text: str) -> list[int]:
 def lines(text: str) -> list[str]:
     """The final state of each line the bar wrote (what a terminal shows)."""
     return [line.split("\r")[-1] for line in text.split("\n") if line.strip()]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """distributed's offload thread lives as long as the process: started here, before the
-    per-test check of leftover threads takes its snapshot (as in test_distributed.py)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(inc, 0).result()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from daskprofile.distributed._scheduler import (  # noqa: E402
 )
 from daskprofile.keys import key_label  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("distributed_threads")]
 
 FLUSH = 0.05
 
@@ -39,19 +39,6 @@ def gated(name: str, value: int = 0) -> int:
     """Wait for the ``distributed.Event`` ``name`` (set by the test), then return."""
     distributed.Event(name).wait(timeout=30)
     return value
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """Start the threads distributed keeps for the life of the process before the per-test
-    check of leftover threads takes its snapshot (as in test_distributed.py)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(inc, 0).result()
 
 
 @pytest.fixture

@@ -17,6 +17,9 @@ from daskprofile import spans
 
 distributed = pytest.importorskip("distributed")
 
+#: the cluster tests need distributed's process-wide threads started first
+pytestmark = pytest.mark.usefixtures("distributed_threads")
+
 HOSTILE = "<b>bold</b>"
 
 
@@ -161,16 +164,6 @@ def test_without_spans_nothing_is_looked_up_and_the_column_is_empty() -> None:
 
 
 # ---------------------------------------------------------------- a cluster
-@pytest.fixture(scope="module", autouse=True)
-def _distributed_process_threads() -> None:
-    """distributed's process-wide offload thread, started before the leftover checks."""
-    with (
-        distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        c.submit(outside, 0).result()
 
 
 @pytest.fixture
