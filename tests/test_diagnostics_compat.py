@@ -78,6 +78,44 @@ globals().update(collect("test_profiler.py", "dask_profiler"))
 globals().update(collect("test_progress.py", "dask_progress"))
 
 
+def test_dasks_own_visualize_plots_daskprofile_profilers(tmp_path: Path) -> None:
+    """A user who swaps only the profilers' import keeps calling dask's ``visualize``."""
+    from dask.diagnostics.profile_visualize import visualize as dask_visualize
+
+    with (
+        daskprofile.Profiler() as prof,
+        daskprofile.ResourceProfiler(dt=0.01) as rprof,
+        daskprofile.CacheProfiler() as cprof,
+    ):
+        dask.get({"a": 1, "b": (add, "a", 2), "c": (add, "b", "a")}, "c")
+    out = tmp_path / "profile.html"
+    layout = dask_visualize([prof, rprof, cprof], filename=str(out), show=False, save=True)
+    figures = [child[0] for child in layout.children]
+    assert len(figures) == 3
+    assert len({id(f.x_range) for f in figures}) == 1  # dask shares the time axis
+    page = out.read_text(encoding="utf-8")
+    assert "Bokeh" in page
+    assert "add" in page
+    alone = dask_visualize(prof, show=False, save=False)
+    assert alone.x_range.end > alone.x_range.start
+
+
+def test_dasks_own_tests_with_only_the_profilers_swapped() -> None:
+    """dask's multi-profiler plot test, its ``visualize`` import left as dask's."""
+    source = (DASK_TESTS / "test_profiler.py").read_text()
+    source = re.sub(
+        r"^from dask\.diagnostics import (.+)$",
+        r"from daskprofile import \1",
+        source,
+        flags=re.MULTILINE,
+    )
+    module = types.ModuleType("dask_compat_only_profilers")
+    module.__file__ = str(DASK_TESTS / "test_profiler.py")
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    assert module.Profiler is daskprofile.Profiler
+    module.test_plot_multiple()
+
+
 # -- custom callbacks, side by side with dask's own ----------------------------------------
 CHAIN = {"a": 1, "b": (add, "a", 1), "c": (add, "b", "a")}
 

@@ -86,6 +86,14 @@ class _Timed(Callback):
         """Plot these results (see :func:`visualize`)."""
         return visualize([self], **kwargs)
 
+    def _plot(self, **kwargs: Any) -> Any:
+        """This profiler's bokeh figure: what ``dask.diagnostics.visualize`` stacks, so a
+        user who swaps only the profilers' import keeps dask's ``visualize`` working."""
+        from .export import figures
+
+        metric_name = getattr(self, "_metric_name", "count")
+        return figures.plot(to_run([self]), [_kind(self)], metric_name=metric_name, **kwargs)
+
 
 class Profiler(_Timed):
     """Task-level profiler: ``results`` is a list of ``TaskData(key, task, start_time,
