@@ -10,6 +10,11 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 MIN_NODE = 20
+#: what the npm build makes: the lab extension and the inline view's bundle
+PREBUILT = (
+    ("labextension", "static", "style.js"),
+    ("python", "daskprofile", "jupyter", "static", "inline.js"),
+)
 
 
 class NodeCheckHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -18,7 +23,7 @@ class NodeCheckHook(BuildHookInterface):  # type: ignore[type-arg]
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
-        prebuilt = Path(self.root, "labextension", "static", "style.js").exists()
+        prebuilt = all(Path(self.root, *p).exists() for p in PREBUILT)
         if prebuilt and self.target_name == "wheel" and version != "editable":
             return
         node = shutil.which("node")

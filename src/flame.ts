@@ -14,6 +14,8 @@ export interface IFlameNode {
   line: number;
   /** Samples through this node (inclusive). */
   count: number;
+  /** Samples at each line of the node's function, by line number (may be empty). */
+  lines: Map<number, number>;
   children: IFlameNode[];
   /** Children by identifier, for merging. */
   index: Map<string, IFlameNode>;
@@ -32,9 +34,19 @@ export function flameNode(
     filename,
     line,
     count: 0,
+    lines: new Map(),
     children: [],
     index: new Map()
   };
+}
+
+function addLines(
+  into: Map<number, number>,
+  lines: Iterable<[number, number]>
+): void {
+  for (const [line, n] of lines) {
+    into.set(line, (into.get(line) ?? 0) + n);
+  }
 }
 
 function child(parent: IFlameNode, src: IStackTree): IFlameNode {
@@ -50,6 +62,7 @@ function child(parent: IFlameNode, src: IStackTree): IFlameNode {
 /** Add the samples of `tree` (a decoded stack tree) into `into`, matching by identifier. */
 export function mergeStackTree(into: IFlameNode, tree: IStackTree): void {
   into.count += tree.count;
+  addLines(into.lines, tree.lines);
   for (const c of tree.children) {
     mergeStackTree(child(into, c), c);
   }
@@ -58,6 +71,7 @@ export function mergeStackTree(into: IFlameNode, tree: IStackTree): void {
 /** Add the samples of merged tree `tree` into `into`. */
 export function mergeFlame(into: IFlameNode, tree: IFlameNode): void {
   into.count += tree.count;
+  addLines(into.lines, tree.lines);
   for (const c of tree.children) {
     let node = into.index.get(c.identifier);
     if (!node) {

@@ -25,6 +25,7 @@ import {
   IProgressMessage,
   IResourcesMessage,
   IRunEndMessage,
+  ISourceInfo,
   ISpansMessage,
   IStacksMessage,
   ITasksMessage,
@@ -50,6 +51,7 @@ export type ChangeKind =
   | 'clusterWorkers'
   | 'transfers'
   | 'spans'
+  | 'sources'
   | 'filter'
   | 'summary'
   | 'state'
@@ -255,6 +257,11 @@ export class RunData {
   /** All cycles merged, per group name. */
   readonly stacks = new Map<string, IFlameNode>();
   stackSamples = 0;
+  /**
+   * Source text of the run's sampled functions, by node identifier (protocol 1.3
+   * `sources`, merged as they arrive; empty from an older kernel).
+   */
+  readonly functionSources = new Map<string, ISourceInfo>();
 
   /** Task keys fetched so far, by protocol index. */
   readonly keys = new Map<number, string>();
@@ -660,6 +667,12 @@ export class ProfileModel {
         break;
       case 'stacks':
         this._stacks(run, msg);
+        break;
+      case 'sources':
+        for (const [identifier, info] of Object.entries(msg.sources)) {
+          run.functionSources.set(identifier, info);
+        }
+        this._mark('sources');
         break;
       case 'keys':
         msg.indices.forEach((index, i) => {

@@ -13,10 +13,11 @@ export const COMM_TARGET = 'daskprofile';
  * Protocol version this frontend speaks; sent in the comm-open metadata. 1.1 added the
  * optional `source` of `resources` batches; 1.2 the cluster tables (`actions`, `memory`,
  * `exceptions`, `cluster_workers`, `transfers`) and spans (`spans`, the `span` column of
- * `tasks`), sent only to a panel announcing 1.2. An older kernel (which never sends them)
- * is fine.
+ * `tasks`), sent only to a panel announcing 1.2; 1.3 the functions' `sources` (for the
+ * source view), sent only to a panel announcing 1.3. An older kernel (which never sends
+ * them) is fine: the source view then shows the line counts without the text.
  */
-export const PROTOCOL_VERSION = '1.2';
+export const PROTOCOL_VERSION = '1.3';
 
 /** Key of the protocol version in comm-open metadata. */
 export const PROTOCOL_METADATA_KEY = 'daskprofile_protocol';
@@ -154,6 +155,8 @@ export interface IStackTree {
   filename: string;
   line: number;
   count: number;
+  /** Samples at each line of this node's function: [line number, samples] (may be []). */
+  lines: [number, number][];
   children: IStackTree[];
 }
 
@@ -163,6 +166,24 @@ export interface IStacksMessage {
   tStart: number;
   tEnd: number;
   trees: { [group: string]: IStackTree };
+}
+
+/** The source text of one function (protocol 1.3), as the kernel found it. */
+export interface ISourceInfo {
+  /** File as the user knows it: a path, or `Cell In[5]` for a notebook cell. */
+  file: string;
+  name: string;
+  /** Line number of `text[0]`. */
+  start: number;
+  /** The function's lines, without newlines (data: shown as text only). */
+  text: string[];
+}
+
+/** Sources of functions sampled in a run, by node identifier (protocol 1.3). */
+export interface ISourcesMessage {
+  type: 'sources';
+  run: RunId;
+  sources: { [identifier: string]: ISourceInfo };
 }
 
 export interface IKeysMessage {
@@ -352,7 +373,8 @@ export type KernelMessage =
   | IClusterWorkersMessage
   | IRerunsMessage
   | ITransfersMessage
-  | ISpansMessage;
+  | ISpansMessage
+  | ISourcesMessage;
 
 /** Major part of a "major.minor" version string, or NaN. */
 export function majorVersion(version: unknown): number {
@@ -570,6 +592,28 @@ function columns(
 
 const MAX_TREE_DEPTH = 1000;
 
+/** A node's `lines` ({"line number": samples}, JSON keys are strings) as pairs. */
+function parseLines(value: unknown, type: string): [number, number][] {
+  if (value === undefined || value === null) {
+    return [];
+  }
+  if (!isRecord(value)) {
+    fail(type, '"lines" must be an object');
+  }
+  const out: [number, number][] = [];
+  for (const [key, n] of Object.entries(value)) {
+    const line = Number(key);
+    if (!Number.isInteger(line) || line < 0) {
+      fail(type, `"lines" key ${JSON.stringify(key)} is not a line number`);
+    }
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
+      fail(type, `"lines.${key}" must be a non-negative integer`);
+    }
+    out.push([line, n]);
+  }
+  return out;
+}
+
 function parseTree(value: unknown, depth: number): IStackTree {
   const type = 'stacks';
   if (!isRecord(value)) {
@@ -591,8 +635,46 @@ function parseTree(value: unknown, depth: number): IStackTree {
       typeof description.filename === 'string' ? description.filename : '',
     line: typeof line === 'number' ? line : 0,
     count: count(value, 'count', type),
+    lines: parseLines(value.lines, type),
     children: Object.values(children).map(c => parseTree(c, depth + 1))
   };
+}
+
+/**
+ * Decode one stack tree in distributed's nested form (as `stacks` messages and saved
+ * runs hold it); throws a ProtocolError naming the first bad field.
+ */
+export function parseStackTree(value: unknown): IStackTree {
+  return parseTree(value, 0);
+}
+
+// ------------------------------------------------------------------ protocol 1.3
+
+function sourceInfo(value: unknown, identifier: string): ISourceInfo {
+  const t = `sources: ${JSON.stringify(identifier)}`;
+  if (!isRecord(value)) {
+    fail(t, 'must be an object');
+  }
+  return {
+    file: str(value, 'file', t),
+    name: str(value, 'name', t),
+    start: count(value, 'start', t),
+    text: strList(value, 'text', t)
+  };
+}
+
+/** Decode the `sources` of a `sources` message (or of a saved run): {identifier: source}. */
+export function parseSources(value: unknown): {
+  [identifier: string]: ISourceInfo;
+} {
+  if (!isRecord(value)) {
+    fail('sources', '"sources" must be an object');
+  }
+  const out: { [identifier: string]: ISourceInfo } = {};
+  for (const [identifier, info] of Object.entries(value)) {
+    out[identifier] = sourceInfo(info, identifier);
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------ decoders
@@ -769,6 +851,14 @@ const DECODERS_1_2: { [type: string]: Decoder } = {
       incoming: u8(c.incoming, n, 'incoming', t)
     };
   }
+};
+
+const DECODERS_1_3: { [type: string]: Decoder } = {
+  sources: d => ({
+    type: 'sources',
+    run: runId(d, 'sources'),
+    sources: parseSources(d.sources)
+  })
 };
 
 const DECODERS: { [type: string]: Decoder } = {
@@ -990,7 +1080,8 @@ const DECODERS: { [type: string]: Decoder } = {
       bytes: new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
     };
   },
-  ...DECODERS_1_2
+  ...DECODERS_1_2,
+  ...DECODERS_1_3
 };
 
 /**

@@ -24,14 +24,14 @@ describe('the kernel hello, as the connection judges it', () => {
     assert.equal(outcome.status, 'incompatible');
     if ('detail' in outcome) {
       assert.match(outcome.detail, /protocol 2\.3/);
-      assert.match(outcome.detail, /this panel 1\.2/);
+      assert.match(outcome.detail, /this panel 1\.3/);
       assert.match(outcome.detail, /pip install daskprofile/);
     }
   });
 
-  it('speaks protocol 1.2 and still connects to a 1.1 or 1.0 kernel (minor bumps)', () => {
-    assert.equal(PROTOCOL_VERSION, '1.2');
-    for (const protocol of ['1.1', '1.0']) {
+  it('speaks protocol 1.3 and still connects to a 1.2, 1.1 or 1.0 kernel (minor bumps)', () => {
+    assert.equal(PROTOCOL_VERSION, '1.3');
+    for (const protocol of ['1.2', '1.1', '1.0']) {
       const older = { ...fixture('hello').data, protocol };
       const outcome = checkHello(older);
       assert.equal(outcome.status, 'connected');

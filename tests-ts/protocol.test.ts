@@ -55,7 +55,8 @@ const TYPES = [
   'exceptions',
   'cluster_workers',
   'transfers',
-  'spans'
+  'spans',
+  'sources'
 ];
 
 /** Columnar fixtures: their `decoded` section holds every column's values. */

@@ -19,19 +19,21 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "daskprofile"
 LAYERS: list[tuple[str, ...]] = [
     (
         *("_version", "keys", "meta", "options", "gil", "stacktree", "worker", "hooks"),
-        *("failures", "spans", "versions"),
+        *("failures", "spans", "versions", "codemap"),
     ),
     ("collectors",),
-    ("run", "cluster_tables", "cluster_views"),
+    ("run", "cluster_tables", "cluster_views", "lines"),
     ("distributed",),
     ("record", "callbacks", "memory"),
-    ("diagnostics", "export", "report"),
+    ("diagnostics", "export", "report", "comparison", "findings"),
     ("jupyter", "cli", "_args", "__main__", "__init__"),
 ]
 #: imports that go up on purpose, each a convenience of a value that names its renderer
 ALLOWED_UP = {
     ("run", "export"),  # run.to_html() and friends delegate to the exporters
     ("run", "stacktree"),
+    ("run", "comparison"),  # run.compare(other) delegates to daskprofile.compare
+    ("run", "findings"),  # run.findings() / what_if() delegate to daskprofile.findings
 }
 
 

@@ -219,13 +219,13 @@ def test_only_a_panel_of_protocol_1_1_or_later_speaks_sources() -> None:
         assert not encode.speaks(peer, encode.SOURCE_VERSION), peer
 
 
-def test_this_kernel_speaks_1_2_and_still_accepts_1_0_and_1_1_panels() -> None:
+def test_this_kernel_speaks_1_3_and_still_accepts_1_0_1_1_and_1_2_panels() -> None:
     from daskprofile.jupyter import comm
 
-    assert comm.PROTOCOL_VERSION == "1.2"
-    for version in (encode.TABLES_VERSION, encode.SOURCE_VERSION, "1.0"):
+    assert comm.PROTOCOL_VERSION == "1.3"
+    for version in (encode.SOURCES_VERSION, encode.TABLES_VERSION, encode.SOURCE_VERSION, "1.0"):
         assert encode.speaks(comm.PROTOCOL_VERSION, version)
-    for peer in ("1.0", "1.1"):
+    for peer in ("1.0", "1.1", "1.2"):
         assert comm._major(peer) == comm._major(comm.PROTOCOL_VERSION)
 
 
@@ -343,6 +343,7 @@ def test_what_each_message_needs_of_the_panel() -> None:
     new |= {"spans", "tasks_span", "reruns"}
     assert {n for n, v in needs.items() if v == "1.2"} == new
     assert {n for n, v in needs.items() if v == "1.1"} == {"resources_source"}
+    assert {n for n, v in needs.items() if v == "1.3"} == {"sources"}
     # a lane only actions use (a worker's address alone) is new in 1.2; a thread's is not
     assert encode.needs(encode.workers("r", [0], ["tcp://a:1 thread 0"])[0]) == "1.0"
     assert encode.needs(encode.workers("r", [0], ["tcp://a:1"])[0]) == "1.2"

@@ -197,7 +197,7 @@ def test_report_renders_every_tab_in_chromium_without_errors(
 
 def test_inline_view_carries_the_cluster_tabs(report: tuple[Any, Path]) -> None:
     run, _ = report
-    view = inline_html(run)
+    view = inline_html(run, kind="bokeh")  # the light view: tests/test_inline_light.py
     assert "Where it ran" in view
     assert "Cluster memory (sum over workers)" in view
     assert "Bandwidth by worker" in view

@@ -54,6 +54,8 @@ CELLS = {
     "help": "%daskprofile -h",
     "semicolon": "%%daskprofile -q\n1 + 1;",
     "nested_magic": "%%daskprofile -q\nsquares = %time [i * i for i in range(3)]\nsquares",
+    "bokeh": "%%daskprofile --view bokeh --no-progress\ndask.compute(dask.delayed(inc)(1))",
+    "bad_view": "%%daskprofile --view svg\n1",
 }
 INDEX = {name: i for i, name in enumerate(CELLS)}
 
@@ -77,11 +79,10 @@ def test_cell_magic_shows_progress_then_the_inline_view_and_returns_the_value(
     assert _errors(notebook, "main") == []
     assert len(widget_views(notebook, i)) == 1  # the progress bar
     (view,) = html_outputs(notebook, i)
-    assert view.startswith('<iframe id="daskprofile-view-')
-    assert "srcdoc='" in view
-    assert "cdn.bokeh.org" not in view
-    assert '<script src="http' not in view  # BokehJS is inline (the browser test checks too)
-    assert IMG not in view  # the hostile key is escaped text inside the snapshot
+    assert view.startswith('<div class="daskprofile-inline">')  # the light view
+    assert "<script src=" not in view  # the views are inline (the browser test checks too)
+    assert IMG not in view  # the hostile key is escaped text inside the data
+    assert len(view) < 300_000
     (result,) = outputs(notebook, i, "execute_result")
     assert result.data["text/plain"] == "820"
     plain = next(o for o in outputs(notebook, i, "display_data") if "text/html" in o.data)
@@ -101,6 +102,16 @@ def test_output_variable_and_files(nb: tuple[Any, Path]) -> None:
     import daskprofile
 
     assert len(daskprofile.load(cwd / "r.npz").tasks) == 40
+
+
+def test_view_option_shows_the_bokeh_snapshot(nb: tuple[Any, Path]) -> None:
+    notebook, _ = nb
+    (view,) = html_outputs(notebook, INDEX["bokeh"])
+    assert view.startswith('<iframe id="daskprofile-view-')
+    assert "srcdoc='" in view
+    assert "cdn.bokeh.org" not in view  # BokehJS is inline
+    err = stream(notebook, INDEX["bad_view"], "stderr")
+    assert "argument --view: invalid choice: 'svg'" in err
 
 
 def test_line_magic_returns_the_statement_value(nb: tuple[Any, Path]) -> None:
@@ -173,12 +184,10 @@ JS_CANVASES = """() => { let n = 0; const walk = (root) => {
   for (const el of root.querySelectorAll('*')) {
     if (el.tagName === 'CANVAS') n++; if (el.shadowRoot) walk(el.shadowRoot); } };
   walk(document); return n; }"""
-
-
-def _view_frame(page: Any) -> Any:
-    frame = page.wait_for_selector("iframe.daskprofile-view").content_frame()
-    frame.wait_for_function(IDLE, timeout=30_000)
-    return frame
+LIGHT = ".jp-DaskProfile-inline[data-tasks]"
+#: the light view's task stream drew its bars (one data-rects per frame)
+JS_DRAWN = """() => [...document.querySelectorAll('.jp-DaskProfile-inline')].map(v =>
+  +(v.querySelector('.jp-DaskProfile-taskStream canvas').dataset.rects || 0))"""
 
 
 def test_inline_view_renders_offline_without_running_hostile_keys(
@@ -190,19 +199,15 @@ def test_inline_view_renders_offline_without_running_hostile_keys(
     path = tmp_path / "output.html"
     path.write_text(f"<!DOCTYPE html><html><body><h1>cell output</h1>{view}</body></html>")
     page.goto(path.as_uri())
-    frame = _view_frame(page)
-    assert frame.evaluate(JS_CANVASES) > 0
-    text = frame.evaluate("() => document.body.innerText")
-    assert HOSTILE in text  # shown as text in the summary's group table
-    assert frame.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
-    # the height listener next to the iframe followed the content
-    page.wait_for_function(
-        "() => document.querySelector('iframe.daskprofile-view').style.height !== '900px'"
-    )
+    page.wait_for_selector(f"{LIGHT}[data-tasks='40']")
+    page.wait_for_function(f"() => ({JS_DRAWN})()[0] > 0")
+    text = page.evaluate("() => document.body.innerText")
+    assert HOSTILE in text  # the group, as text in the legend
+    assert page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
     assert seen == {"refused": [], "dialogs": [], "errors": []}
 
 
-def test_notebook_exported_to_html_shows_the_view_offline(
+def test_notebook_exported_to_html_shows_the_views_offline(
     nb: tuple[Any, Path], offline_page: tuple[Any, dict[str, list[str]]], tmp_path: Path
 ) -> None:
     nbconvert = pytest.importorskip("nbconvert")
@@ -212,14 +217,12 @@ def test_notebook_exported_to_html_shows_the_view_offline(
     path.write_text(body)
     page, seen = offline_page
     page.goto(path.as_uri())
-    _view_frame(page)
-    views = page.query_selector_all("iframe.daskprofile-view")
-    assert len(views) == 2  # two views, each with its own BokehJS: no clash
-    for view in views:
-        frame = view.content_frame()
-        frame.wait_for_function(IDLE, timeout=30_000)
-        assert frame.evaluate(JS_CANVASES) > 0
+    page.wait_for_function(f"() => document.querySelectorAll('{LIGHT}').length === 2")
+    page.wait_for_function(f"() => ({JS_DRAWN})().every(n => n > 0)")  # two light views
+    frame = page.wait_for_selector("iframe.daskprofile-view").content_frame()
+    frame.wait_for_function(IDLE, timeout=30_000)  # and the bokeh one, in its iframe
+    assert frame.evaluate(JS_CANVASES) > 0
     assert seen["dialogs"] == []
     assert seen["errors"] == []
-    # nbconvert's own template asks CDNs for require.js/MathJax; the view asks for nothing
-    assert not [url for url in seen["refused"] if "bokeh" in url]
+    # nbconvert's own template asks CDNs for require.js/MathJax/widgets; the views for nothing
+    assert not [url for url in seen["refused"] if "bokeh" in url or "daskprofile" in url]

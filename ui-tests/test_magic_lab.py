@@ -1,4 +1,5 @@
-"""``%%daskprofile`` in a real JupyterLab: the progress widget and the inline view render."""
+"""``%%daskprofile --view bokeh`` in a real JupyterLab: the progress widget and the bokeh
+snapshot's iframe render (the default light view: test_inline_view.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from conftest import write_notebook
 HOSTILE = "/<img src=x onerror=alert(1)></script><script>alert(2)</script>"
 CELLS = [
     "%load_ext daskprofile",
-    "%%daskprofile -o run\n"
+    "%%daskprofile -o run --view bokeh\n"
     "import time, dask\n"
     "def work(i):\n"
     "    time.sleep(0.02)\n"

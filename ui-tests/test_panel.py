@@ -77,6 +77,6 @@ def test_a_kernel_of_another_protocol_major_gets_a_clear_message(page: Any, lab:
     wait_status(page, "incompatible")
     text = page.locator(PANEL).inner_text()
     assert "2.0" in text, text
-    assert "1.2" in text, text  # the panel's protocol
+    assert "1.3" in text, text  # the panel's protocol
     assert "pip install" in text, text
     assert page.locator(PANEL).get_attribute("data-runs") == "0"

@@ -14,6 +14,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .callbacks import Callback
+    from .comparison import compare
     from .diagnostics import (
         CacheProfiler,
         Profiler,
@@ -43,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "MemorySampler": "memory",
     "performance_report": "report",
     "span": "spans",
+    "compare": "comparison",
 }
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "Run",
     "StackProfiler",
     "__version__",
+    "compare",
     "load",
     "performance_report",
     "profile",

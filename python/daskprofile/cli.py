@@ -1,10 +1,12 @@
-"""The command line: ``daskprofile run`` profiles a script, ``daskprofile view`` renders a run.
+"""The command line: ``daskprofile run`` profiles a script, ``daskprofile view`` renders a run,
+``daskprofile diff`` compares two.
 
 ::
 
     daskprofile run script.py [args...] -o report.html [--trace trace.json]
                     [--speedscope out.json] [--folded out.txt] [--save run.npz]
     daskprofile view RUN_FILE [RUN_FILE...] -o report.html
+    daskprofile diff BEFORE AFTER [-o diff.html] [--format text|json]
 
 ``run`` executes the script as ``__main__`` with its own ``sys.argv``, profiling every
 Dask compute: the local schedulers' and those of every ``distributed.Client`` the script
@@ -18,6 +20,7 @@ the same command.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import runpy
 import sys
@@ -69,7 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     view.add_argument("runs", nargs="+", metavar="RUN_FILE", help="files written by --save")
     _add_outputs(view)
+    _add_diff(commands)
     return parser
+
+
+def _add_diff(commands: Any) -> None:
+    """``daskprofile diff BEFORE AFTER``."""
+    diff = commands.add_parser(
+        "diff",
+        help="compare two saved runs",
+        description="Compare run BEFORE (the baseline) with run AFTER: time, tasks and memory "
+        "per task group, time per function, findings that appeared or went away. Prints a "
+        "table (or JSON); -o writes an HTML page with a differential flame graph.",
+    )
+    diff.add_argument("before", metavar="BEFORE", help="the baseline run file (from --save)")
+    diff.add_argument("after", metavar="AFTER", help="the run file to compare with it")
+    diff.add_argument("-o", "--output", metavar="HTML", help="self-contained HTML page")
+    diff.add_argument(
+        "--format",
+        choices=("text", "json"),
+        help="what to print on stdout (default: text; nothing with -o unless given)",
+    )
+    diff.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
 
 
 def split_own_options(args: Sequence[str], arity: dict[str, bool]) -> tuple[list[str], list[str]]:
@@ -236,7 +260,23 @@ def _finish(ns: argparse.Namespace, runs: list[Any], writers: list[tuple[str, An
     if not ns.quiet:
         written = [path for path, _ in writers if path not in failed]
         print(_summary_line(runs, written), file=sys.stderr)
+        for line in _finding_lines(runs):
+            print(line, file=sys.stderr)
     return not failed
+
+
+def _finding_lines(runs: list[Any], most: int = 5) -> list[str]:
+    """The top findings of each run, one line each with what to try on the next."""
+    lines: list[str] = []
+    for run in runs:
+        try:
+            rows = run.summary().get("findings") or []
+        except Exception:
+            continue
+        for row in rows[:most]:
+            head = f"{row['kind']} ({row['impact_s']:.3g} s, {100 * row['share']:.0f}%)"
+            lines += [f"{PROG}: finding: {head}: {row['message']}", f"    try: {row['suggestion']}"]
+    return lines
 
 
 # ------------------------------------------------------------------ commands
@@ -275,8 +315,40 @@ def cmd_view(ns: argparse.Namespace) -> int:
     return 0 if _finish(ns, runs, _writers(ns, None, "daskprofile view")) else 1
 
 
+def cmd_diff(ns: argparse.Namespace) -> int:
+    """``daskprofile diff``: 0, 2 if a run file cannot be read, 1 if the page cannot be
+    written."""
+    from .comparison import compare
+
+    try:
+        comparison = compare(ns.before, ns.after)
+    except (TypeError, ValueError) as exc:  # missing, corrupt or foreign file (named)
+        print(f"{PROG} diff: {exc}", file=sys.stderr)
+        return 2
+    shown = ns.format or (None if ns.output else "text")
+    if shown == "json":
+        print(json.dumps(comparison.summary(), indent=1))
+    elif shown == "text":
+        print(comparison.to_text())
+    if not ns.output:
+        return 0
+    try:
+        comparison.to_html(ns.output)
+    except Exception as exc:
+        print(f"{PROG} diff: could not write {ns.output}: {exc}", file=sys.stderr)
+        return 1
+    if not ns.quiet:
+        change = comparison.wall_time_change
+        print(f"{PROG} diff: wall time {change:+.3f} s; wrote {ns.output}", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``daskprofile`` and ``python -m daskprofile``; returns the exit code."""
     ns = parse_args(sys.argv[1:] if argv is None else argv)
-    command: Callable[[argparse.Namespace], int] = {"run": cmd_run, "view": cmd_view}[ns.command]
+    command: Callable[[argparse.Namespace], int] = {
+        "run": cmd_run,
+        "view": cmd_view,
+        "diff": cmd_diff,
+    }[ns.command]
     return command(ns)

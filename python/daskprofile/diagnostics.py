@@ -483,7 +483,7 @@ class StackProfiler(_Timed):
             super().__exit__(*exc)
 
     def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
-        merge_stacks(self._collector, batch.extra)
+        merge_stacks(self._collector, batch.extra, compute)
 
     def hot_lines(self, func_or_name: object) -> list[tuple[str, int, int]]:
         """``(filename, line, samples)`` of one function's lines, hottest first."""

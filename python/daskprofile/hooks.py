@@ -26,12 +26,18 @@ task are nested: they run untouched and without global callbacks, as in dask. Li
 calls are guarded: a listener that raises is switched off (until it is registered again),
 one warning is issued and the listener is told through :meth:`Listener.on_listener_error`;
 the computation never sees it.
+
+While hooked, ``dask.compute``/``dask.persist`` (and ``dask.base``'s, which collections'
+``.compute()`` call) are wrapped too, reversibly: the outermost call's time is noted
+(:class:`Call`), so a compute knows when it was asked for (``Compute.t_call``) and the time
+spent building and optimizing its graph can be told apart from its tasks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import itertools
 import logging
@@ -52,18 +58,23 @@ from . import worker as _worker
 
 __all__ = [
     "BATCH",
+    "Call",
     "Compute",
     "Listener",
     "TaskBatch",
     "TaskEvent",
     "WorkerHook",
+    "add_call_listener",
     "add_drain_observer",
+    "call_listeners",
+    "current_call",
     "add_listener",
     "drain_observers",
     "flush",
     "installed",
     "listeners",
     "original_get_async",
+    "remove_call_listener",
     "remove_drain_observer",
     "remove_listener",
 ]
@@ -541,6 +552,14 @@ class Compute:
         self.scheduler = scheduler
         self.thread = get_ident()
         self.t_start = perf_counter()
+        call = _call.get()
+        #: ``perf_counter()`` of the outermost ``dask.compute`` call that led here (None: not
+        #: called through it), and of this compute's end (None: running)
+        self.t_call: float | None = call.t_call if call is not None else None
+        self.t_end: float | None = None
+        #: ``{key: set of dependency keys}`` (dask's own, from its scheduler state; kept
+        #: after :meth:`close` for whoever holds this compute: the edges recorder)
+        self.dependencies: Mapping[Any, Any] | None = None
         self.dsk: Mapping[Any, Any] = {}
         self.state: dict[str, Any] = {}
         #: the graph ``get_async`` was given (an expression keeps its layers' annotations)
@@ -606,6 +625,7 @@ class Compute:
 
     def _start_state(self, dsk: Mapping[Any, Any], state: dict[str, Any]) -> None:
         self.state = state
+        self.dependencies = state.get("dependencies")  # never mutated by dask once made
         self._emit("on_start_state", state)
 
     def _pretask(self, key: Hashable, dsk: Mapping[Any, Any], state: dict[str, Any]) -> None:
@@ -637,6 +657,7 @@ class Compute:
                 raised.submit = self._submitted.pop(raised.key, raised.start)
                 self._pend(raised)
             self._deliver_error(raised)
+        self.t_end = perf_counter()
         self.drain()
         self._emit("on_compute_end", state, failed)
 
@@ -864,12 +885,120 @@ def _install() -> None:
     for module in _targets():
         if getattr(module, "get_async", None) is original_get_async:
             module.get_async = get_async  # type: ignore[attr-defined]
+    _install_calls()
 
 
 def _uninstall() -> None:
     for module in _targets():
         if getattr(module, "get_async", None) is get_async:
             module.get_async = original_get_async  # type: ignore[attr-defined]
+    _uninstall_calls()
+
+
+# ---------------------------------------------------------------- compute() calls
+
+
+class Call:
+    """One outermost ``dask.compute``/``dask.persist`` call made while hooked: when it was
+    made (``t_call``) and returned (``t_return``), and when it handed graphs to a cluster
+    (``submits``), all ``perf_counter()`` seconds. What separates ``t_call`` from a
+    compute's first task is graph building, optimization and submission."""
+
+    __slots__ = ("submits", "t_call", "t_return")
+
+    def __init__(self) -> None:
+        self.t_call = perf_counter()
+        self.t_return: float | None = None
+        self.submits: list[float] = []
+
+
+_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "daskprofile_call", default=None
+)
+#: (module, attribute) of the calls timed while hooked: the methods (``x.compute()``) and
+#: dask-expr collections call ``dask.base.compute`` by its module global
+_CALLS = (
+    ("dask.base", "compute"),
+    ("dask", "compute"),
+    ("dask.base", "persist"),
+    ("dask", "persist"),
+)
+_call_wrappers: dict[Callable[..., Any], Callable[..., Any]] = {}  # original -> wrapper
+_call_listeners: tuple[Callable[[Call], None], ...] = ()
+
+
+def _timed_call(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (``dask.compute``), noting the outermost call in :data:`_call`."""
+
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _call.get() is not None or _tls.task is not None or get_ident() in _running:
+            return original(*args, **kwargs)  # nested: the outermost call is timed
+        record = Call()
+        token = _call.set(record)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            record.t_return = perf_counter()
+            _call.reset(token)
+            _tell_call(record)
+
+    return call
+
+
+def _tell_call(record: Call) -> None:
+    for listener in _call_listeners:
+        try:
+            listener(record)
+        except Exception:  # a listener never fails the user's compute
+            log.exception("daskprofile: a compute-call listener failed")
+
+
+def _install_calls() -> None:
+    for module_name, name in _CALLS:
+        module = sys.modules.get(module_name)
+        fn = getattr(module, name, None)
+        if fn is None or fn in _call_wrappers.values():
+            continue
+        wrapper = _call_wrappers.get(fn)
+        if wrapper is None:
+            wrapper = _call_wrappers[fn] = _timed_call(fn)
+        setattr(module, name, wrapper)
+
+
+def _uninstall_calls() -> None:
+    originals = {id(w): o for o, w in _call_wrappers.items()}
+    for module_name, name in _CALLS:
+        module = sys.modules.get(module_name)
+        original = originals.get(id(getattr(module, name, None)))
+        if original is not None:
+            setattr(module, name, original)
+
+
+def current_call() -> Call | None:
+    """The outermost ``dask.compute``/``persist`` call running in this context, if any
+    (only while hooked)."""
+    return _call.get()
+
+
+def add_call_listener(listener: Callable[[Call], None]) -> None:
+    """Call ``listener(call)`` as each outermost timed call returns (in its thread)."""
+    global _call_listeners
+    with _lock:
+        if listener not in _call_listeners:
+            _call_listeners = (*_call_listeners, listener)
+
+
+def remove_call_listener(listener: Callable[[Call], None]) -> None:
+    """Stop calling ``listener``; idempotent."""
+    global _call_listeners
+    with _lock:
+        _call_listeners = tuple(c for c in _call_listeners if c != listener)
+
+
+def call_listeners() -> tuple[Callable[[Call], None], ...]:
+    """The registered compute-call listeners."""
+    return _call_listeners
 
 
 def add_listener(listener: Any) -> None:

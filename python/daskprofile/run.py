@@ -19,12 +19,15 @@ import numpy as np
 
 from . import cluster_tables as _cluster
 from . import spans as _spans
+from .collectors import graph as _graph
 from .collectors.exceptions import COLUMNS as EXCEPTION_COLUMNS
 from .collectors.exceptions import empty as _empty_exceptions
 from .meta import VERSION, RunMeta
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .comparison import Comparison
 
 FORMAT = "daskprofile-run"
 
@@ -43,10 +46,13 @@ _ARRAYS = {
     "tasks": ("group", "worker", "submit", "start", "stop", "error", "compute", "span"),
     "cache": ("time", "group", "metric"),
     "resources": RESOURCE_COLUMNS,
+    "edges": ("indptr", "indices"),
+    "computes": ("id", "call", "submit", "end", "idle"),
 }
 _LOOKUPS = {
     "tasks": ("groups", "workers", "error_types", "spans", "dropped"),
     "cache": ("groups", "dropped"),
+    "computes": ("scheduler", "cpus", "memory_total"),
 }
 
 
@@ -94,6 +100,8 @@ _EMPTY: dict[str, Callable[[], Table]] = {
     "cache": _empty_cache,
     "resources": _empty_resources,
     "exceptions": _empty_exceptions,  # plain lists (bounded, saved as JSON)
+    "edges": _graph.empty_edges,  # dependencies between task rows (CSR; findings read it)
+    "computes": _graph.empty_computes,  # per compute: call, submit, end (findings read it)
 }
 
 
@@ -108,6 +116,7 @@ class Run:
         self._data: dict[str, Any] = dict(data or {})
         self._sources: dict[str, Callable[[], Any]] = {}
         self._lock = threading.Lock()
+        self._findings: list[dict[str, Any]] | None = None  # computed once finished
 
     # ------------------------------------------------------------------ live
     def attach(self, name: str, source: Callable[[], Any]) -> None:
@@ -115,7 +124,7 @@ class Run:
         with self._lock:
             self._sources[name] = source
 
-    def sources(self) -> dict[str, Callable[[], Any]]:
+    def attached(self) -> dict[str, Callable[[], Any]]:
         """The live sources attached so far, by table name (empty once finished)."""
         with self._lock:
             return dict(self._sources)
@@ -132,6 +141,7 @@ class Run:
                 self._data[name] = source()
             except Exception as exc:  # a broken collector never breaks the run
                 self.meta.errors.append({"collector": name, "error": repr(exc)})
+        self._keep_sources()
         self.meta.t1 = t1
         self.meta.finished = True
         self.meta.dropped = {
@@ -286,12 +296,58 @@ class Run:
         t0 = self.t0
         return [(a - t0, b - t0, trees) for a, b, trees in history]
 
-    def hot_lines(self, func_or_name: object) -> pd.DataFrame:
-        """(filename, line, count) of one function's lines (object or name), hottest first."""
-        from .stacktree import hot_lines
+    @property
+    def sources(self) -> dict[str, dict[str, Any]]:
+        """The text of every sampled function found: ``{identifier: {"file", "name",
+        "start", "text"}}`` keyed by the stack trees' (mapped) node identifiers
+        ``"name;file;first line"``; ``text`` holds at most 300 lines, ``start`` is the line
+        number of its first. Kept when the run finishes, saved and loaded with it."""
+        kept = self._data.get("sources")
+        if kept is not None:
+            return dict(kept)
+        from .codemap import sources
+        from .stacktree import identifiers
 
-        rows = hot_lines(self.stacks, func_or_name)
-        return _frame(rows, columns=["filename", "line", "count"])
+        found = sources(sorted(identifiers(self.stacks.values())))
+        if self.finished and not self._sources:
+            self._data["sources"] = found
+        return dict(found)
+
+    def _keep_sources(self) -> None:
+        """Look up the text of the sampled functions now, while it can be found."""
+        if "sources" in self._data or not self._data.get("stacks"):
+            return
+        try:
+            from .codemap import sources
+            from .stacktree import identifiers
+
+            self._data["sources"] = sources(sorted(identifiers(self._data["stacks"].values())))
+        except Exception as exc:  # a broken lookup never breaks the run
+            self.meta.errors.append({"collector": "sources", "error": repr(exc)})
+
+    def hot_lines(self, func_or_name: object, group: str | None = None) -> pd.DataFrame:
+        """One row per sampled line of a function, hottest first: ``file`` (mapped: the
+        original file of code pickled by value, ``"Cell In[N]"``), ``line``, ``source``
+        (its text), ``samples`` (inclusive: time at the line and in what it calls),
+        ``seconds`` and ``share`` (of the function's samples).
+
+        ``func_or_name``: a function, method or code object (matched on every scheduler,
+        also when it ran as a pickled copy) or a function name. ``group``: one task
+        group's samples only. ``seconds`` is estimated per group as the samples' share of
+        the group's samples times the group's recorded task time (exact time, however
+        many samples the GIL let the sampler take); a group without task rows falls back
+        to samples x the sampling interval."""
+        from .lines import hot_lines
+
+        df: pd.DataFrame = hot_lines(self, func_or_name, group)
+        return df
+
+    def print_lines(self, func_or_name: object, group: str | None = None, file: Any = None) -> str:
+        """Print a line_profiler-like view of a function (per line: number, samples,
+        seconds, % of the function, text) to ``file`` (default stdout); returns it."""
+        from .lines import print_lines
+
+        return print_lines(self, func_or_name, group, file)
 
     # ------------------------------------------------------------------ cluster tables
     @property
@@ -374,7 +430,46 @@ class Run:
             "mean_cpu": float(np.mean(res["cpu"])) if len(res["cpu"]) else None,
             "dropped": dict(self.meta.dropped),
             "cluster": _cluster_summary(self.meta.distributed),
+            "findings": self._top_findings(),
         }
+
+    # ------------------------------------------------------------------ findings
+    def findings(self) -> pd.DataFrame:
+        """Why the run took the time it did: one row per finding, the largest impact first
+        (kind, group, impact_s, share, evidence, message, suggestion; see
+        :mod:`daskprofile.findings`). Computed once from the recorded data (empty while the
+        run is live)."""
+        from .findings import frame
+
+        return frame(self._finding_rows())
+
+    def what_if(self, workers: Any = (1, 2, 4, 8, 16, 32)) -> pd.DataFrame:
+        """The recorded graph replayed over its recorded durations with each number of
+        ``workers``: workers, wall_time (estimated s), speedup (vs the recorded wall time),
+        method (``simulated``, or ``bounds`` for very large runs)."""
+        from .findings import what_if
+
+        return what_if(self, workers)
+
+    def _finding_rows(self) -> list[dict[str, Any]]:
+        if not self.finished:
+            return []
+        if self._findings is None:
+            from .findings import compute
+
+            self._findings = compute(self)
+        return self._findings
+
+    def _top_findings(self, n: int = 5) -> list[dict[str, Any]]:
+        """The ``n`` findings of largest impact, for the summary (never raises)."""
+        try:
+            rows = self._finding_rows()[:n]
+        except Exception as exc:  # a summary is always made
+            self.meta.errors.append({"collector": "findings", "error": repr(exc)})
+            self._findings = []
+            return []
+        keys = ("kind", "group", "impact_s", "share", "message", "suggestion")
+        return [{k: row[k] for k in keys} for row in rows]
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "live"
@@ -394,6 +489,7 @@ class Run:
             out[name] = {k: _listify(v) for k, v in table.items()}
         out["stacks"] = self.stacks
         out["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        out["sources"] = self.sources
         out["cluster"] = _cluster.to_lists(self.raw)
         return out
 
@@ -410,6 +506,7 @@ class Run:
             data[name] = table
         data["stacks"] = dict(d.get("stacks") or {})
         data["stack_history"] = [tuple(h) for h in d.get("stack_history") or []]
+        data["sources"] = _checked_sources(d.get("sources"))
         data.update(_cluster.from_lists(d.get("cluster")))
         return cls(d.get("meta") or {}, data)
 
@@ -431,6 +528,7 @@ class Run:
         }
         head["stacks"] = self.stacks
         head["stack_history"] = [list(h) for h in (self._table("stack_history") or [])]
+        head["sources"] = self.sources
         head["exceptions"] = self.raw("exceptions")
         cluster_arrays, head["cluster"] = _cluster.save(self.raw)
         arrays.update(cluster_arrays)
@@ -465,6 +563,13 @@ class Run:
 
         return to_folded(self, path)
 
+    def compare(self, other: Run | str | os.PathLike[str]) -> Comparison:
+        """This run (the baseline) compared with ``other`` (a Run or a run file): see
+        :func:`daskprofile.compare`."""
+        from .comparison import compare
+
+        return compare(self, other)
+
 
 def load(path: str | os.PathLike[str]) -> Run:
     """Read a run written by :meth:`Run.save`."""
@@ -482,7 +587,30 @@ def load(path: str | os.PathLike[str]) -> Run:
     data["exceptions"] = head.get("exceptions") or _empty_exceptions()
     data["stacks"] = head.get("stacks") or {}
     data["stack_history"] = [tuple(h) for h in head.get("stack_history") or []]
+    data["sources"] = _checked_sources(head.get("sources"))
     return Run(head.get("meta") or {}, data)
+
+
+def _checked_sources(value: Any) -> dict[str, dict[str, Any]]:
+    """The ``sources`` of a run file or dict (none in files of older versions);
+    ``ValueError`` naming ``sources`` when malformed."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"run 'sources' must be a mapping, got {type(value).__name__}")
+    out = {}
+    for ident, entry in value.items():
+        if not (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("file"), str)
+            and isinstance(entry.get("name"), str)
+            and type(entry.get("start")) is int
+            and isinstance(entry.get("text"), list)
+            and all(isinstance(t, str) for t in entry["text"])
+        ):
+            raise ValueError(f"run 'sources' entry {ident!r} is malformed")
+        out[str(ident)] = {k: entry[k] for k in ("file", "name", "start", "text")}
+    return out
 
 
 def _check_format(fmt: Any, version: Any) -> None:
@@ -584,12 +712,26 @@ def _spans_filter(run: Run, selected: str) -> Run:
     ]
     exceptions = {name: [failures[name][i] for i in rows] for name in EXCEPTION_COLUMNS}
     exceptions["dropped"] = failures.get("dropped", 0)
-    tables = set(run._data) | set(run.sources())  # every other table, whole
+    tables = set(run._data) | set(run.attached())  # every other table, whole
     data: dict[str, Any] = {name: run._table(name) for name in tables}
     data |= {"tasks": tasks, "exceptions": exceptions}
+    data["edges"] = _edges_within(run.raw("edges"), keep)
     meta = run.meta.to_dict() | {"span": selected}
     meta["finished"] = True
     return Run(meta, data)
+
+
+def _edges_within(edges: Table, keep: np.ndarray) -> Table:
+    """The edges between the rows ``keep`` selects, renumbered (none known: none)."""
+    indptr = np.asarray(edges["indptr"], dtype=np.int64)
+    if len(indptr) != len(keep) + 1:
+        return _graph.empty_edges()
+    task = np.repeat(np.arange(len(keep)), np.diff(indptr))
+    dep = np.asarray(edges["indices"], dtype=np.int64)
+    inside = keep[task] & keep[dep]
+    new = np.cumsum(keep) - 1
+    pairs = [(new[task[inside]], new[dep[inside]])]
+    return _graph.to_csr(pairs, 0, int(np.count_nonzero(keep)))
 
 
 def _group_table(tasks: Table) -> list[dict[str, Any]]:

@@ -15,10 +15,11 @@ per-line counts that ``hot_lines`` reads; other tools ignore the extra key.
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import CodeType, FunctionType, MethodType
 from typing import Any, NamedTuple
+
+from . import codemap
 
 Tree = dict[str, Any]
 
@@ -35,6 +36,13 @@ class FrameInfo(NamedTuple):
     def identifier(self) -> str:
         """The function-level node key, the same string as ``distributed.profile``'s."""
         return f"{self.name};{self.filename};{self.firstlineno}"
+
+
+def relabel(info: FrameInfo) -> FrameInfo:
+    """``info`` named as the user knows it (:func:`.codemap.user_filename`): the original
+    file of code that ran as a pickled copy, ``"Cell In[N]"`` for a notebook cell."""
+    filename = codemap.user_filename(info.filename, info.name, info.firstlineno)
+    return info if filename == info.filename else info._replace(filename=filename)
 
 
 def create() -> Tree:
@@ -98,7 +106,7 @@ def _describe(root: Tree) -> None:
         line = max(lines, key=lines.__getitem__)
         desc = node["description"]
         desc["line_number"] = line
-        desc["line"] = linecache.getline(desc["filename"], line).strip()
+        desc["line"] = codemap.getline(desc["filename"], line).strip()
 
 
 def _walk(tree: Tree) -> Iterator[Tree]:
@@ -229,20 +237,30 @@ def to_shared_frames(trees: Mapping[str, Tree]) -> SharedFrames:
     return SharedFrames(frames, profiles)
 
 
-def _matcher(func_or_name: object) -> Callable[[Tree], bool]:
-    """A predicate on nodes for a function, method, code object or function name."""
+def _matcher(func_or_name: object, argument: str = "func_or_name") -> Callable[[Tree], bool]:
+    """A predicate on nodes for a function, method, code object or function name.
+
+    A function or code object is matched by its mapped identifier (:mod:`.codemap`): the
+    original file of code pickled by value, ``"Cell In[N]"`` for a notebook cell, so the
+    function the user holds matches its frames on every scheduler. ``TypeError`` naming
+    ``argument`` for anything else."""
     target = func_or_name
     if isinstance(target, MethodType):
+        target = target.__func__
+    if isinstance(target, (staticmethod, classmethod)):
         target = target.__func__
     if isinstance(target, FunctionType):
         target = target.__code__
     if isinstance(target, CodeType):
-        ident = f"{target.co_name};{target.co_filename};{target.co_firstlineno}"
+        ident = codemap.code_identifier(target)
         return lambda node: bool(node["identifier"] == ident)
     if isinstance(target, str):
         name = target.rsplit(".", 1)[-1]
         return lambda node: bool(node["description"]["name"] == name)
-    raise TypeError(f"expected a function, code object or name, got {type(func_or_name)!r}")
+    raise TypeError(
+        f"{argument} must be a function, code object or function name, "
+        f"got {type(func_or_name).__name__}"
+    )
 
 
 def hot_lines(
@@ -265,3 +283,29 @@ def hot_lines(
                 key = (filename, int(line))
                 totals[key] = totals.get(key, 0) + int(n)
     return sorted(((f, ln, n) for (f, ln), n in totals.items()), key=lambda r: (-r[2], r[0], r[1]))
+
+
+def line_counts(
+    trees: Mapping[str, Tree], func_or_name: object, argument: str = "func_or_name"
+) -> dict[str, dict[tuple[str, str, int], int]]:
+    """Per group, ``{(identifier, filename, line): samples}`` of the lines of the
+    function(s) ``func_or_name`` names (inclusive counts, summed over call paths)."""
+    match = _matcher(func_or_name, argument)
+    out: dict[str, dict[tuple[str, str, int], int]] = {}
+    for group, root in trees.items():
+        totals: dict[tuple[str, str, int], int] = {}
+        for node in _walk(root):
+            if node["identifier"] == "root" or not match(node):
+                continue
+            ident, filename = str(node["identifier"]), node["description"]["filename"]
+            for line, n in node.get("lines", {}).items():
+                key = (ident, filename, int(line))
+                totals[key] = totals.get(key, 0) + int(n)
+        if totals:
+            out[group] = totals
+    return out
+
+
+def identifiers(trees: Iterable[Tree]) -> set[str]:
+    """The identifiers of every node below the roots of ``trees``."""
+    return {str(n["identifier"]) for root in trees for n in _walk(root)} - {"root"}

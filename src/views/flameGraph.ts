@@ -1,8 +1,10 @@
 /**
  * The flame graph of the stack samples (flame.ts lays it out): click a frame to zoom on
- * it, click an ancestor (or double-click) to zoom out, search highlights matching frames,
- * a group filter keeps one task group, and the task stream's selected time range
- * restricts the samples to the sampler cycles overlapping it.
+ * it and open its function's source (the `frameClicked` signal: the panel shows the
+ * source view), click an ancestor (or double-click) to zoom out, search highlights
+ * matching frames, a group filter keeps one task group, and the task stream's selected
+ * time range restricts the samples to the sampler cycles overlapping it. Hover shows a
+ * frame's samples and estimated seconds (sourceLines.sampleScale).
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
@@ -18,6 +20,7 @@ import {
 } from '../flame';
 import { formatCount, formatDuration } from '../format';
 import { ChangeKind, ProfileModel, RunData, stacksInRange } from '../model';
+import { ISampleScale, NO_SCALE, runSampleScale } from '../sourceLines';
 import { CanvasView, fitText, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
 
@@ -28,6 +31,11 @@ function frameColor(node: IFlameNode, dark: boolean): string {
   const h = hashString(node.filename || node.name);
   const hue = 10 + (h % 50); // warm: red .. yellow
   return toHex(hslToRgb(hue, 0.7, dark ? 0.42 : 0.62 + ((h >> 8) % 10) / 100));
+}
+
+/** True for nodes of a function (not the root, not a task group's node). */
+export function isFunctionNode(node: IFlameNode): boolean {
+  return node.identifier !== 'root' && !node.identifier.startsWith('group:');
 }
 
 export class FlameGraphView extends CanvasView {
@@ -73,6 +81,29 @@ export class FlameGraphView extends CanvasView {
   /** Emitted when the tree shown changes (new samples, group filter, range, search). */
   get changed(): ISignal<this, void> {
     return this._changed;
+  }
+
+  /** Emitted with the node of a function frame the user clicked. */
+  get frameClicked(): ISignal<this, IFlameNode> {
+    return this._frameClicked;
+  }
+
+  /** The tree shown (all groups or the filtered one, in the time range), or null. */
+  get root(): IFlameNode | null {
+    return this._root;
+  }
+
+  /** Seconds per sample of the current run's groups (kept until its rows change). */
+  get scale(): ISampleScale {
+    const run = this._model.current;
+    if (!run) {
+      return NO_SCALE;
+    }
+    const key = `${String(run.id)}:${run.taskCount}:${run.stackSamples}`;
+    if (this._scale?.run !== run || this._scale.key !== key) {
+      this._scale = { run, key, scale: runSampleScale(run) };
+    }
+    return this._scale.scale;
   }
 
   /** Search the frames whose function or file name contains `query`. */
@@ -353,6 +384,13 @@ export class FlameGraphView extends CanvasView {
     }
     const share = total > 0 ? ((node.count / total) * 100).toFixed(1) : '0';
     lines.push(['samples', `${formatCount(node.count)} (${share} %)`]);
+    const seconds = this._seconds(r);
+    if (seconds !== null) {
+      lines.push(['time', `~${formatDuration(seconds)}`]);
+    }
+    if (isFunctionNode(node)) {
+      lines.push(['', 'click: zoom + source']);
+    }
     this._tooltip.show(lines, e.clientX - box.left, e.clientY - box.top);
   };
 
@@ -364,10 +402,33 @@ export class FlameGraphView extends CanvasView {
     }
   };
 
+  /** Estimated seconds of a rectangle's samples (by the group it is under). */
+  private _seconds(r: IFlameRect): number | null {
+    const scale = this.scale;
+    const group = r.path.find(id => id.startsWith('group:'));
+    const name = group ? group.slice('group:'.length) : null;
+    if (name === null && r.node.identifier === 'root') {
+      let sum = 0;
+      for (const g of r.node.children) {
+        const k = scale.groups.get(g.name) ?? scale.fallback;
+        if (k === null) {
+          return null;
+        }
+        sum += g.count * k;
+      }
+      return sum;
+    }
+    const k = (name === null ? null : scale.groups.get(name)) ?? scale.fallback;
+    return k === null ? null : r.node.count * k;
+  }
+
   private _onClick = (e: MouseEvent): void => {
     const r = this._rectAt(e);
     if (r) {
       this._zoom(r.path);
+      if (isFunctionNode(r.node)) {
+        this._frameClicked.emit(r.node);
+      }
     }
   };
 
@@ -376,6 +437,9 @@ export class FlameGraphView extends CanvasView {
   };
 
   private _changed = new Signal<this, void>(this);
+  private _frameClicked = new Signal<this, IFlameNode>(this);
+  private _scale: { run: RunData; key: string; scale: ISampleScale } | null =
+    null;
   private _rowHeight = 16;
   private _model: ProfileModel;
   private _viewport: TimeViewport;

@@ -11,6 +11,8 @@ import { MemoryView } from './memory';
 import { ProgressView } from './progress';
 import { CacheView, ResourcesView } from './resources';
 import { RunBar } from './runBar';
+import { FlameSourceLink } from './flameSource';
+import { SourceView } from './sourceView';
 import { SpanSelect } from './spanSelect';
 import { TaskStreamView } from './taskStream';
 import { readTheme } from './theme';
@@ -25,7 +27,8 @@ export interface IPanelOptions {
 /**
  * The "Dask Profile" panel, in a sidebar or the main area: a header with the followed
  * kernel and the run bar, then progress, task stream, CPU/memory lines, a cluster's memory
- * and bandwidth, cache lines, a cluster's exceptions, and the flame graph. The model's
+ * and bandwidth, cache lines, a cluster's exceptions, and the flame graph with the source
+ * view of the function last clicked (below it; Escape or its × closes it). The model's
  * state is mirrored in data attributes on the panel node (for tests and styling).
  */
 export class ProfilePanel extends Widget {
@@ -66,6 +69,7 @@ export class ProfilePanel extends Widget {
     this.memory = new MemoryView(model, this.viewport);
     this.exceptions = new ExceptionsView(model);
     this.flame = new FlameGraphView(model, this.viewport);
+    this.source = new SourceView({ onClose: () => this._updateData() });
 
     const streamTools = document.createElement('div');
     streamTools.className = 'jp-DaskProfile-toolbar';
@@ -93,7 +97,13 @@ export class ProfilePanel extends Widget {
         this.taskStream.legend
       ),
       this.exceptions.node,
-      this._section('flame', 'Flame graph', this.flame.toolbar, this.flame.node)
+      this._section(
+        'flame',
+        'Flame graph',
+        this.flame.toolbar,
+        this.flame.node,
+        this.source.node
+      )
     );
     this.node.append(header, this.body);
 
@@ -101,6 +111,9 @@ export class ProfilePanel extends Widget {
     model.changed.connect(this._onModel, this);
     this.viewport.changed.connect(this._updateData, this);
     this.flame.changed.connect(this._updateData, this);
+    this._sourceLink = new FlameSourceLink(this.flame, this.source, model, () =>
+      this._updateData()
+    );
     this._render();
     this._updateData();
   }
@@ -121,6 +134,9 @@ export class ProfilePanel extends Widget {
   readonly memory: MemoryView;
   readonly exceptions: ExceptionsView;
   readonly flame: FlameGraphView;
+  /** The source of the function last clicked in the flame graph (hidden until then). */
+  readonly source: SourceView;
+  private readonly _sourceLink: FlameSourceLink;
 
   get model(): ProfileModel {
     return this._controller.model;
@@ -153,6 +169,8 @@ export class ProfilePanel extends Widget {
       view.dispose();
     }
     this.progress.dispose();
+    this._sourceLink.dispose();
+    this.source.dispose();
     this.exceptions.dispose();
     this.runBar.dispose();
     this.spans.dispose();
@@ -216,7 +234,12 @@ export class ProfilePanel extends Widget {
     return details;
   }
 
-  private _onModel(_: ProfileModel, _changes: Set<ChangeKind>): void {
+  private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
+    if (changes.has('current')) {
+      this.source.close();
+    } else if (changes.has('sources')) {
+      this._sourceLink.refresh();
+    }
     this._updateData();
   }
 
@@ -235,6 +258,7 @@ export class ProfilePanel extends Widget {
     data.workers = String(run?.workers.size ?? 0);
     data.flameNodes = String(this.flame.nodeCount);
     data.flameSamples = String(this.flame.samples);
+    data.source = this.source.identifier ?? '';
     const sel = this.viewport.selection;
     data.selection = sel ? `${sel[0]},${sel[1]}` : '';
     data.paused = String(model.paused);

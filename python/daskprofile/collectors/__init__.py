@@ -25,16 +25,20 @@ def optional(name: str) -> ModuleType | None:
         raise
 
 
-def merge_stacks(collector: Any, extras: Sequence[dict[str, Any] | None]) -> None:
+def merge_stacks(
+    collector: Any, extras: Sequence[dict[str, Any] | None], compute: Any = None
+) -> None:
     """Add to ``collector`` the stack samples worker processes sent back with tasks
-    (``TaskBatch.extra``)."""
+    (``TaskBatch.extra``). ``compute`` (a ``hooks.Compute``): its graph teaches the
+    kernel the files of code the workers ran as pickled copies (read only if needed)."""
     if not any(extras):  # tasks that ran in this process bring none: one C-level pass
         return
+    graph = None if compute is None else (lambda: (compute.id, compute.dsk or compute.graph))
     for extra in extras:
         if extra is not None:
             payload = extra.get("stacks")
             if payload is not None:
-                collector.merge_remote(payload)
+                collector.merge_remote(payload, graph)
 
 
 class StackWorkerHook:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import CodeType
 
+from ..codemap import frame_filename
 from ..stacktree import FrameInfo
 
 __all__ = ["Memo", "Rules", "cut"]
@@ -89,7 +90,9 @@ def cut(
     ``rules.omit`` frames next to it (at the outer end of what is left) are dropped.
     ``intern`` turns a :class:`FrameInfo` into its id; ``memo`` (one per ``rules`` and
     ``intern``) remembers each code object's kind and each ``(code, line)``'s id, so a
-    frame seen before costs two dict lookups. A line of ``None`` is recorded as 0.
+    frame seen before costs two dict lookups. A line of ``None`` is recorded as 0. Code
+    cloudpickle rebuilt is named by its fingerprint (:func:`~daskprofile.codemap.frame_filename`)
+    so that the kernel maps it back to its file.
     """
     out: list[int] = []
     keep = 0  # frames up to here are kept: the last one not omitted
@@ -103,7 +106,7 @@ def cut(
         line = lineno or 0
         fid = lines.get(line)
         if fid is None:
-            info = FrameInfo(code.co_filename, code.co_name, code.co_firstlineno, line)
+            info = FrameInfo(frame_filename(code), code.co_name, code.co_firstlineno, line)
             fid = lines[line] = intern(info)
         out.append(fid)
         if kind != _OMIT:

@@ -21,11 +21,11 @@ import os
 import threading
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any
 
-from .. import stacktree, worker
+from .. import codemap, stacktree, worker
 from ..gil import switch as _switch
 from ..stacktree import FrameInfo, Tree
 from . import _frames
@@ -89,16 +89,24 @@ def _check_positive(name: str, value: object) -> float:
 
 
 class _FrameTable:
-    """Interns frames to small ints; keeps the code objects alive so their ids stay unique."""
+    """Interns frames to small ints; keeps the code objects alive so their ids stay unique.
 
-    def __init__(self, max_frames: int = 500_000) -> None:
+    ``relabel`` (the kernel's tables: :func:`.stacktree.relabel`) maps each frame once, as
+    it is first interned, to the file the user knows."""
+
+    def __init__(
+        self, max_frames: int = 500_000, relabel: Callable[[FrameInfo], FrameInfo] | None = None
+    ) -> None:
         self.infos: list[FrameInfo] = []
         self._index: dict[FrameInfo, int] = {}
         self._codes: Memo = {}
         self._max = max_frames
+        self._relabel = relabel
         self.overflow = self.intern(FrameInfo("<daskprofile>", "<frame table full>", 0, 0))
 
     def intern(self, info: FrameInfo) -> int:
+        if self._relabel is not None:
+            info = self._relabel(info)
         fid = self._index.get(info)
         if fid is None:
             if len(self.infos) >= self._max:
@@ -199,6 +207,7 @@ class _Sampler:
         totals: bool = True,
         switch_interval: float | None = None,
         catcher: _ShortTaskCatcher | None = None,
+        relabel: Callable[[FrameInfo], FrameInfo] | None = None,
     ) -> None:
         self.interval = _check_positive("interval", interval)
         self.catcher = catcher
@@ -208,7 +217,7 @@ class _Sampler:
         self._late = self._on_time = 0
         self.cycle = _check_positive("cycle", cycle)
         self.max_cycles = max_cycles
-        self.table = _FrameTable()
+        self.table = _FrameTable(relabel=relabel)
         self.lock = threading.Lock()
         self.buckets: dict[int, Counts] = {}  # cycle index -> counts
         self.total: Counts | None = {} if totals else None  # all cycles, even evicted ones
@@ -423,6 +432,7 @@ class StackCollector:
             max_cycles,
             switch_interval=switch_interval,
             catcher=_ShortTaskCatcher() if catch_short_tasks else None,
+            relabel=stacktree.relabel,
         )
         self._remote: dict[str, dict[int, int]] = {}  # process token -> remote fid -> fid
         self.t_start: float | None = None
@@ -541,10 +551,16 @@ class StackCollector:
             return list(self._sampler.table.infos)
 
     # -- processes scheduler --------------------------------------------------------------
-    def merge_remote(self, payload: Mapping[str, Any] | None) -> None:
-        """Add samples drained in a worker process (see :func:`drain_worker_samples`)."""
+    def merge_remote(self, payload: Mapping[str, Any] | None, graph: Any = None) -> None:
+        """Add samples drained in a worker process (see :func:`drain_worker_samples`).
+
+        Frames are relabelled as they arrive (:func:`.codemap.relabel`); ``graph``: a
+        callable giving ``(token, dsk)`` of the graph the tasks came from, read only when
+        a frame of code pickled by value arrives that the kernel cannot map yet."""
         if not payload or payload.get("v") != PAYLOAD_VERSION:
             return
+        if graph is not None:
+            _learn_if_needed(payload, graph)
         s = self._sampler
         with s.lock:
             fids = self._remote.setdefault(payload["proc"], {0: s.table.overflow})
@@ -561,6 +577,18 @@ class StackCollector:
             for ident, n in payload["threads"].items():
                 label = f"{pid}:{ident}"
                 s.by_thread[label] = s.by_thread.get(label, 0) + n
+
+
+def _learn_if_needed(payload: Mapping[str, Any], graph: Callable[[], Any]) -> None:
+    """Learn the code of the tasks' graph when the payload brings dynamic code frames
+    the kernel cannot map yet (once per graph: :func:`.codemap.learn_graph`)."""
+    try:
+        if all(codemap.knows(str(f[1])) for f in payload.get("frames") or ()):
+            return
+        token, dsk = graph()
+        codemap.learn_graph(dsk, token)
+    except Exception:  # mapping is a nicety: never lose the samples over it
+        return
 
 
 # -- worker-process side ----------------------------------------------------------------------

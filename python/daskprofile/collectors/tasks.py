@@ -112,6 +112,8 @@ class TaskCollector(Collector):
         self._span_ids: dict[Name | None, int] = {None: 0}
         #: the tasks that raised, with their message and traceback
         self.exceptions = ExceptionTable()
+        #: told which rows each batch wrote (a :class:`~.graph.GraphRecorder`), if any
+        self.graph: Any = None
         self.text = bytearray()
         self.text_base = 0
         self._main_tid = threading.main_thread().ident
@@ -244,7 +246,9 @@ class TaskCollector(Collector):
         )
         ids = (wids, nids, errors, [compute.id] * n)
         spans = self._span_ids_of(compute, batch.key)
-        self._append((batch.submit, batch.start, batch.stop), ids, (raw, lengths), spans)
+        first = self._append((batch.submit, batch.start, batch.stop), ids, (raw, lengths), spans)
+        if self.graph is not None:
+            self.graph.rows(compute, batch.key, first)
         if errors is not None:
             self._note_failures(compute, batch, wids, nids, spans)
 
@@ -333,6 +337,8 @@ class TaskCollector(Collector):
         ids = (wids, nids, errors, rows.compute)
         spans = None if rows.span is None else [self._span_id(s) for s in rows.span]
         first = self._append(times, ids, (b"".join(raws), lengths), spans)
+        if self.graph is not None:
+            self.graph.remote_rows(rows.key, first)
         if any(errors):
             self._note_remote_failures(rows)
         return first

@@ -9,7 +9,9 @@ graph's tasks. ``Client.close`` is wrapped the same way for close listeners, cal
 a running synchronous client closes (while it can still reach the cluster). Each original
 method is put back when its last listener goes, exactly as :mod:`daskprofile.hooks` does for
 the local schedulers. A listener that raises is reported; the user's call always goes
-through unchanged.
+through unchanged. Graph listeners (:func:`add_graph_listener`) also receive the graph
+itself, and the timed ``dask.compute`` call it leaves from (:func:`daskprofile.hooks.current_call`)
+notes the submission time.
 """
 
 from __future__ import annotations
@@ -20,14 +22,19 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
+from time import perf_counter
 from typing import Any
+
+from .. import hooks
 
 __all__ = [
     "Listener",
     "add_close_listener",
+    "add_graph_listener",
     "add_listener",
     "listening",
     "remove_close_listener",
+    "remove_graph_listener",
     "remove_listener",
 ]
 
@@ -81,6 +88,7 @@ def _wrap_submit(original: Callable[..., Any]) -> Callable[..., Any]:
             except Exception as exc:
                 _submits.remove(listener)
                 _warn(f"a cluster recording raised {exc!r} and is switched off")
+        _tell_graph(self, expr, keys)
         return original(self, expr, keys, *args, **kwargs)
 
     return _graph_to_futures
@@ -100,7 +108,24 @@ def _wrap_close(original: Callable[..., Any]) -> Callable[..., Any]:
     return close
 
 
+def _tell_graph(client: Any, expr: Any, keys: Any) -> None:
+    """Graph listeners (read after the key listeners: one added by them sees this graph
+    too), and the timed ``dask.compute`` call this graph leaves from (``hooks.Call``)."""
+    call = hooks.current_call()
+    if call is not None:
+        call.submits.append(perf_counter())
+    for listener in _graph_listeners:
+        try:
+            listener(client, expr, keys)
+        except Exception as exc:
+            remove_graph_listener(listener)
+            _warn(f"a cluster recording raised {exc!r} and is switched off")
+
+
 _submits = _Patch("_graph_to_futures", _wrap_submit)
+#: ``listener(client, expr, keys)``: the graph itself as it leaves (keep a reference only;
+#: reading it costs what materializing it costs)
+_graph_listeners: tuple[Callable[[Any, Any, Any], None], ...] = ()
 _closes = _Patch("close", _wrap_close)
 
 
@@ -123,6 +148,22 @@ def add_close_listener(listener: CloseListener) -> None:
 def remove_close_listener(listener: CloseListener) -> None:
     """Stop calling ``listener``; the last one gone puts distributed's method back."""
     _closes.remove(listener)
+
+
+def add_graph_listener(listener: Callable[[Any, Any, Any], None]) -> None:
+    """Also call ``listener(client, expr, keys)`` with each graph submitted while the key
+    listeners are installed (see :func:`add_listener`): ``expr`` is what distributed sends."""
+    global _graph_listeners
+    with _lock:
+        if listener not in _graph_listeners:
+            _graph_listeners = (*_graph_listeners, listener)
+
+
+def remove_graph_listener(listener: Callable[[Any, Any, Any], None]) -> None:
+    """Stop calling ``listener``; idempotent."""
+    global _graph_listeners
+    with _lock:
+        _graph_listeners = tuple(g for g in _graph_listeners if g != listener)
 
 
 def listening() -> bool:

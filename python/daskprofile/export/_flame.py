@@ -1,4 +1,5 @@
-"""Flame-graph rectangles from stack trees (x in [0, 1] of each group's samples)."""
+"""Flame-graph rectangles from stack trees (x in [0, 1] of each group's samples); each
+keeps its node's identifier, which the snapshot's source view (``_source_view``) looks up."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ _WARM = [
 
 COLUMNS = (
     "group",
+    "identifier",
     "left",
     "right",
     "top",
@@ -82,6 +84,7 @@ def _append(
     filename = str(desc.get("filename") or "")
     row = {
         "group": group,
+        "identifier": str(node.get("identifier") or ""),
         "left": left,
         "right": left + share,
         "top": depth - 0.45,

@@ -18,6 +18,7 @@ from ._cluster_stream import draw_cluster
 from ._common import RunLike, TaskArrays, group_color, task_arrays
 from ._flame import flame_columns
 from ._lod import decimate
+from ._source_view import source_view
 from ._span_filter import span_selector
 from ._stream import task_stream
 from ._widgets import CACHE_GROUPS, time_figure
@@ -117,9 +118,18 @@ def memory_sample_lines(samples: Any) -> list[tuple[str, np.ndarray, np.ndarray,
 
 
 def flame_panel(run: RunLike) -> UIElement:
-    """Flame graph of one group at a time (icicle: outermost frame on top), with a selector."""
+    """Flame graph of one group at a time (icicle: outermost frame on top), with a selector;
+    a click on a frame shows its function's source under it (``_source_view``)."""
     from bokeh.layouts import column
-    from bokeh.models import CDSView, ColumnDataSource, CustomJS, GroupFilter, HoverTool, Range1d
+    from bokeh.models import (
+        CDSView,
+        ColumnDataSource,
+        CustomJS,
+        GroupFilter,
+        HoverTool,
+        Range1d,
+        TapTool,
+    )
     from bokeh.models.widgets import Div, Select
     from bokeh.plotting import figure
 
@@ -153,7 +163,7 @@ def flame_panel(run: RunLike) -> UIElement:
         line_color="white",
         line_width=0.5,
     )
-    fig.text(
+    labels = fig.text(
         x="left",
         y="depth",
         text="label",
@@ -172,7 +182,8 @@ def flame_panel(run: RunLike) -> UIElement:
                 ("line", "@code"),
                 ("samples", "@count (@share{0.0%})"),
             ],
-        )
+        ),
+        TapTool(renderers=[rects]),
     )
     options: list[Any] = [(g, f"{g} ({totals[g]:,} samples)") for g in groups]
     select = Select(title="Task group", value=groups[0], options=options, width=420)
@@ -183,7 +194,8 @@ def flame_panel(run: RunLike) -> UIElement:
             code="f.group = cb_obj.value; src.change.emit();",
         ),
     )
-    return column(select, fig, sizing_mode="stretch_width")
+    shown = source_view(run, source, [rects, labels], select)
+    return column(select, fig, *shown, sizing_mode="stretch_width")
 
 
 # -- the tabs of one run -----------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._common import PathLike, RunLike, as_runs, task_arrays, write_text
+from ._findings import findings_html, what_if_figure
 from ._plots import run_tabs
 from ._summary import summary_html
 
@@ -88,13 +89,20 @@ def render_html(
     roots = [
         run_tabs(r, a, memory_samples=memory_samples) for r, a in zip(runs, arrays, strict=True)
     ]
-    script, divs = components(roots)
-    bundle = bundle_for_objs_and_resources(roots, INLINE if resources == "inline" else CDN)
+    charts = [what_if_figure(run) for run in runs]
+    shown = [c for c in charts if c is not None]
+    script, all_divs = components([*roots, *shown])
+    divs, chart_divs = all_divs[: len(roots)], iter(all_divs[len(roots) :])
+    bundle = bundle_for_objs_and_resources(
+        [*roots, *shown], INLINE if resources == "inline" else CDN
+    )
     sections = []
     for i, (run, div, arr) in enumerate(zip(runs, divs, arrays, strict=True)):
         run_code = code if code is not None else run.meta.code
+        chart = next(chart_divs) if charts[i] is not None else ""
         sections.append(
             f'<section class="dp-run">\n{_run_heading(run, i, len(runs))}'
+            f"{findings_html(run)}\n{chart}\n"
             f"{summary_html(run, code=run_code, arrays=arr)}\n{div}\n</section>"
         )
     note_html = "".join(f'<p class="dp-note">{html.escape(n)}</p>' for n in notes)

@@ -28,7 +28,7 @@ from .._version import __version__
 from . import encode
 
 TARGET = "daskprofile"
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
 PROTOCOL_METADATA_KEY = "daskprofile_protocol"
 
 log = logging.getLogger("daskprofile")

@@ -7,7 +7,7 @@ little-endian typed array per column, in the order of ``data["columns"]``; their
 float32 offsets from the batch's ``base`` (seconds since the run's ``t0``). :func:`needs`
 says which protocol version a message needs and :func:`adapt` fits a message to a panel's
 version (a ``tasks`` batch loses its 1.2 ``span`` column): a panel is sent only what it
-can read.
+can read. 1.3 added ``sources``, the text of the sampled functions.
 :func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)`` per
 column), so tests and benchmarks see what the browser sees.
 
@@ -29,6 +29,7 @@ __all__ = [
     "ACTION_CODES",
     "COLUMNS",
     "Message",
+    "SOURCES_VERSION",
     "TABLES_VERSION",
     "action_lane",
     "adapt",
@@ -47,6 +48,7 @@ __all__ = [
     "reruns",
     "run_end",
     "run_start",
+    "sources",
     "speaks",
     "spans",
     "stacks",
@@ -123,6 +125,10 @@ TABLES_VERSION = "1.2"
 TABLE_TYPES = frozenset(
     {"actions", "memory", "transfers", "exceptions", "cluster_workers", "spans", "reruns"}
 )
+#: protocol version that added the ``sources`` message (the text of sampled functions)
+SOURCES_VERSION = "1.3"
+#: at most this many lines of text per function in a ``sources`` message
+MAX_SOURCE_LINES = 300
 
 
 # ---------------------------------------------------------------- versions
@@ -153,8 +159,10 @@ def needs(data: Mapping[str, Any]) -> str:
     cluster's tables and for a ``workers`` message of lanes only actions use (labelled
     with a worker's address alone, see :func:`action_lane`) and for ``spans`` and a
     ``tasks`` batch with a ``span`` column (:func:`adapt` drops it for older panels),
-    ``"1.1"`` for a sourced ``resources`` batch, else ``"1.0"``."""
+    ``"1.1"`` for a sourced ``resources`` batch, ``"1.3"`` for ``sources``, else ``"1.0"``."""
     kind = data.get("type")
+    if kind == "sources":
+        return SOURCES_VERSION
     if kind in TABLE_TYPES:
         return TABLES_VERSION
     if kind == "tasks" and "span" in (data.get("columns") or ()):
@@ -289,6 +297,23 @@ def progress(
 def stacks(run: str, t_start: float, t_end: float, trees: Mapping[str, Any]) -> Message:
     """One sampler cycle's new samples, ``{group: tree}``; times in s since t0."""
     return _msg("stacks", run=run, t_start=t_start, t_end=t_end, trees=dict(trees))
+
+
+def sources(run: str, entries: Mapping[str, Mapping[str, Any]]) -> Message:
+    """The text of sampled functions (protocol 1.3): ``{identifier: {"file", "name",
+    "start", "text"}}`` keyed by the stack trees' node identifiers (``run.sources``);
+    ``text`` is cut to :data:`MAX_SOURCE_LINES` lines. Sent before the first ``stacks``
+    message whose trees hold those identifiers."""
+    out = {}
+    for ident, entry in entries.items():
+        text = [str(line) for line in list(entry["text"])[:MAX_SOURCE_LINES]]
+        out[str(ident)] = {
+            "file": str(entry["file"]),
+            "name": str(entry["name"]),
+            "start": int(entry["start"]),
+            "text": text,
+        }
+    return _msg("sources", run=run, sources=out)
 
 
 def keys(run: str, indices: Sequence[int], key_labels: Sequence[str]) -> Message:
@@ -541,7 +566,23 @@ def _check_reruns(data: Mapping[str, Any]) -> None:
         raise ValueError(f"reruns: 'rows' (ints), 'why' and 'workers' must match: {data!r}")
 
 
+def _check_sources(data: Mapping[str, Any]) -> None:
+    entries = data.get("sources")
+    if not isinstance(entries, dict) or not all(
+        isinstance(e, dict)
+        and isinstance(e.get("file"), str)
+        and isinstance(e.get("name"), str)
+        and type(e.get("start")) is int
+        and _strings(e.get("text"))
+        for e in entries.values()
+    ):
+        raise ValueError(
+            f"sources: 'sources' must map identifiers to {{file, name, start, text}}: {data!r}"
+        )
+
+
 _JSON_CHECKS = {
+    "sources": _check_sources,
     "reruns": _check_reruns,
     "exceptions": _check_exceptions,
     "cluster_workers": _check_cluster_workers,

@@ -1,35 +1,121 @@
-"""The rich inline view of a run in a notebook: the HTML snapshot in a sandboxed iframe.
+"""The inline view of a run in a notebook output: light (the panel's views) or bokeh.
 
-The snapshot of :mod:`daskprofile.export.html` (summary, task stream, CPU/memory, cache,
-flame graph; a cluster's workers, memory and bandwidth; BokehJS inlined) goes into the
-``srcdoc`` of an ``<iframe>``, so the output:
+``kind="light"`` (the default): the panel's own views, bundled on their own
+(``src/inline``, built into ``static/inline.js``: ~115 KB, no JupyterLab code), draw the
+run from its protocol messages (those the panel gets when a finished run is replayed,
+reduced to a byte budget by :mod:`.light`: a profiled cell's output stays under ~300 KB
+whatever the run's size). The output is a ``<div>`` holding the messages as JSON in a
+``<script type="application/json">`` (``<`` escaped, so no text of the run can end it),
+then a ``<script>`` with the bundle, inlined in every output: an output renders alone,
+whatever other outputs are cleared or reordered, in JupyterLab, in a notebook exported
+to HTML, and offline. Every text of the run is set as text, never parsed as HTML.
 
-* needs no server, no file and no CDN: it renders in JupyterLab, in a notebook exported
-  to HTML and offline;
-* runs its own BokehJS in its own window: no clash with another BokehJS version on the
-  page (JupyterLab's, another cell's, ``bokeh.io.output_notebook``), however many views a
-  notebook holds;
-* is sandboxed (``allow-scripts`` without ``allow-same-origin``): the snapshot cannot
-  touch the notebook page. Its height follows its content through ``postMessage`` to a
-  small listener next to the iframe (fixed height if that listener cannot run, e.g. in
-  an untrusted notebook).
-
-The price is size: each view carries BokehJS (~1.6 MB of the output; see
-``inline_size``).
+``kind="bokeh"``: the HTML snapshot of :mod:`daskprofile.export.html` (BokehJS inlined,
+~1.7 MB) in the ``srcdoc`` of a sandboxed ``<iframe>`` (``allow-scripts`` without
+``allow-same-origin``: it cannot touch the notebook page; its own BokehJS cannot clash
+with another on the page). Its height follows its content through ``postMessage`` to a
+small listener next to the iframe (fixed height if that listener cannot run, e.g. in an
+untrusted notebook). ``%%daskprofile --view bokeh`` shows it.
 """
 
 from __future__ import annotations
 
 import html
 import itertools
+import json
 import os
+from pathlib import Path
 from typing import Any
 
-__all__ = ["display_run", "inline_html", "summary_text"]
+__all__ = ["KINDS", "bundle", "display_run", "inline_html", "light_payload", "summary_text"]
 
-#: height of the iframe before its content reports its own (px)
+#: the views :func:`inline_html` makes
+KINDS = ("light", "bokeh")
+#: the standalone bundle of the panel's views (git-ignored build output)
+BUNDLE = Path(__file__).with_name("static") / "inline.js"
+#: how to build the bundle, from a checkout of daskprofile
+BUILD_HINT = "jlpm build:inline (or jlpm build, which 'pip install -e .' runs)"
+#: bytes of a light view's data at most (the bundle comes on top)
+DATA_LIMIT = 170_000
+#: height of the bokeh iframe before its content reports its own (px)
 DEFAULT_HEIGHT = 900
+#: most characters of the cell's code a light view carries
+CODE_CHARS = 4_000
 _ids = itertools.count(1)
+_bundle: tuple[float, str] | None = None
+
+
+# ---------------------------------------------------------------- the light view
+
+
+def bundle() -> str:
+    """The text of the inline bundle (read once per build); ``FileNotFoundError`` saying
+    how to build it when absent."""
+    global _bundle
+    try:
+        mtime = BUNDLE.stat().st_mtime
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"daskprofile: the inline view's script {BUNDLE} is missing; build it with "
+            f"{BUILD_HINT} in the daskprofile checkout, or install a built wheel"
+        ) from None
+    if _bundle is None or _bundle[0] != mtime:
+        text = BUNDLE.read_text(encoding="utf-8")
+        if "</script" in text.lower():  # esbuild escapes it in strings; never in code
+            raise ValueError(f"{BUNDLE} contains '</script' and cannot be inlined")
+        _bundle = (mtime, text)
+    return _bundle[1]
+
+
+def light_payload(run: Any, *, title: str = "Dask profile", code: str | None = None) -> str:
+    """The JSON the light view reads (src/inline/payload.ts), safe inside a ``<script>``."""
+    from .light import light_messages
+
+    light = light_messages(run, title, limit=DATA_LIMIT)
+    messages = [[data, [_base64(b) for b in buffers]] for data, buffers in light.messages]
+    payload: dict[str, Any] = {
+        "format": 1,
+        "title": title,
+        "code": _cut_code(code),
+        "notes": light.notes,
+        "messages": messages,
+    }
+    if light.merged is not None:  # tasks per bar of the task stream (uint32, little-endian)
+        payload["merged"] = _base64(light.merged.astype("<u4").tobytes())
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # "<" only occurs inside JSON strings: escaped, no "</script" or "<!--" can occur
+    return text.replace("<", "\\u003c")
+
+
+def _base64(buffer: bytes) -> str:
+    import base64
+
+    return base64.b64encode(bytes(buffer)).decode("ascii")
+
+
+def _cut_code(code: str | None) -> str | None:
+    if code is None or len(code) <= CODE_CHARS:
+        return code
+    return code[:CODE_CHARS] + "\n… (cut)"
+
+
+def light_html(run: Any, *, title: str = "Dask profile", code: str | None = None) -> str:
+    """The light view of ``run`` as one HTML fragment (data, fallback text, bundle)."""
+    script = bundle()
+    data = light_payload(run, title=title, code=code)
+    fallback = (
+        f"{html.escape(summary_text(run))}. The interactive view needs JavaScript: "
+        "run the cell again, or trust the notebook."
+    )
+    return (
+        '<div class="daskprofile-inline">'
+        f'<script type="application/json" class="daskprofile-inline-data">{data}</script>'
+        f'<div class="daskprofile-inline-fallback">{fallback}</div>'
+        f"</div><script>{script}</script>"
+    )
+
+
+# ---------------------------------------------------------------- the bokeh view
 
 _RESIZER = """<script>(function(){
 var id=%s;function send(){try{parent.postMessage({daskprofile_view:id,
@@ -59,8 +145,6 @@ def _with_resizer(page: str, view_id: str) -> str:
 
 def _js_string(text: str) -> str:
     """A JavaScript string literal safe inside an HTML ``<script>``."""
-    import json
-
     return json.dumps(text).replace("<", "\\u003c").replace(">", "\\u003e")
 
 
@@ -72,10 +156,10 @@ def _attribute(text: str) -> str:
     return text.replace("&", "&amp;").replace("'", "&#39;")
 
 
-def inline_html(
+def bokeh_html(
     run: Any, *, title: str = "Dask profile", code: str | None = None, height: int = DEFAULT_HEIGHT
 ) -> str:
-    """The view of ``run`` as one HTML fragment (iframe + height listener)."""
+    """The bokeh snapshot of ``run`` in a sandboxed iframe, with its height listener."""
     from ..export.html import render_html
 
     view_id = _view_id()
@@ -87,6 +171,30 @@ def inline_html(
         f"srcdoc='{_attribute(page)}'></iframe>"
         f"{_LISTENER % _js_string(view_id)}"
     )
+
+
+# ---------------------------------------------------------------- both
+
+
+def _check_kind(kind: object) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r}: the inline view is one of {', '.join(KINDS)}")
+    return str(kind)
+
+
+def inline_html(
+    run: Any,
+    *,
+    title: str = "Dask profile",
+    code: str | None = None,
+    height: int = DEFAULT_HEIGHT,
+    kind: str = "light",
+) -> str:
+    """The view of ``run`` as one HTML fragment: ``kind`` ``"light"`` (the panel's views,
+    ~300 KB at most) or ``"bokeh"`` (the snapshot in an iframe of ``height`` px at first)."""
+    if _check_kind(kind) == "bokeh":
+        return bokeh_html(run, title=title, code=code, height=height)
+    return light_html(run, title=title, code=code)
 
 
 def summary_text(run: Any) -> str:
@@ -102,12 +210,15 @@ def summary_text(run: Any) -> str:
     )
 
 
-def display_run(run: Any, *, title: str = "Dask profile", code: str | None = None) -> None:
-    """Display the inline view of ``run`` (``text/html`` with a ``text/plain`` fallback)."""
+def display_run(
+    run: Any, *, title: str = "Dask profile", code: str | None = None, kind: str = "light"
+) -> None:
+    """Display the inline view of ``run`` (``text/html`` with a ``text/plain`` fallback);
+    ``kind="bokeh"`` for the bokeh snapshot (see :func:`inline_html`)."""
     from IPython.display import display
 
-    bundle = {
-        "text/html": inline_html(run, title=title, code=code),
+    bundle_ = {
+        "text/html": inline_html(run, title=title, code=code, kind=kind),
         "text/plain": summary_text(run),
     }
-    display(bundle, raw=True)  # type: ignore[no-untyped-call]
+    display(bundle_, raw=True)  # type: ignore[no-untyped-call]

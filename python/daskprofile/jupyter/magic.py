@@ -7,11 +7,16 @@
     %%daskprofile --no-stacks -o run --html report.html
     x.sum().compute()
 
+    %%daskprofile --view bokeh      # the bokeh snapshot inline (~1.7 MB) instead
+    x.sum().compute()
+
     total = %daskprofile x.sum().compute()
 
 The cell runs under :func:`daskprofile.profile` with a progress bar; its value is
 returned as usual and its exceptions propagate (the run still ends cleanly, and the
-outputs asked for are still written). Then the inline view of the run is displayed.
+outputs asked for are still written). Then the inline view of the run is displayed: the
+panel's own views (light: at most ~300 KB of notebook), or with ``--view bokeh`` the HTML
+snapshot (see :mod:`daskprofile.jupyter.inline`).
 Wrong options raise IPython's ``UsageError``: a message and the usage, no traceback.
 """
 
@@ -30,6 +35,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
 
 from .._args import add_profile_arguments, option_arity, profile_kwargs
+from .inline import KINDS
 
 __all__ = ["ProfileMagics", "load_ipython_extension", "parse_magic_line"]
 
@@ -61,6 +67,13 @@ def build_parser(cell: bool) -> argparse.ArgumentParser:
     out.add_argument("--html", metavar="PATH", help="write the self-contained HTML snapshot")
     out.add_argument("--trace", metavar="PATH", help="write a Chrome trace (JSON)")
     out.add_argument("--save", metavar="PATH", help="save the run (daskprofile.load reads it)")
+    out.add_argument(
+        "--view",
+        choices=KINDS,
+        default="light",
+        help="the view shown: light (the panel's views, ~300 KB at most; the default) or "
+        "bokeh (the HTML snapshot, ~1.7 MB)",
+    )
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no view")
     return parser
@@ -164,11 +177,11 @@ def _outputs(run: Any, ns: argparse.Namespace, code: str) -> None:
         _write("run file", lambda: run.save(ns.save))
 
 
-def _show(run: Any, code: str) -> None:
+def _show(run: Any, code: str, kind: str) -> None:
     from .inline import display_run
 
     try:
-        display_run(run, title="%%daskprofile", code=code)
+        display_run(run, title="%%daskprofile", code=code, kind=kind)
     except Exception as exc:
         print(f"daskprofile: could not render the run: {exc!r}", file=sys.stderr)
 
@@ -197,7 +210,7 @@ class ProfileMagics(Magics):
 
         Options: ``--no-tasks/--no-resources/--no-cache/--no-stacks``, ``--dt``,
         ``--interval``, ``-o NAME``, ``--html PATH``, ``--trace PATH``, ``--save PATH``,
-        ``--no-progress``, ``-q/--quiet``; ``-h`` for help.
+        ``--view light|bokeh``, ``--no-progress``, ``-q/--quiet``; ``-h`` for help.
         """
         __tracebackhide__ = True
         from ..record.profile import profile
@@ -230,7 +243,7 @@ class ProfileMagics(Magics):
             self.shell.user_ns[ns.name] = run
         _outputs(run, ns, code)
         if not ns.quiet:
-            _show(run, code)
+            _show(run, code, ns.view)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -11,7 +11,10 @@ compute did (long tasks, between computes), and it alone calls ``comm.send``: at
 full the oldest data batch is dropped and counted, ``dropped``). A panel is sent only the
 messages its protocol version reads (``encode.needs``, ``encode.adapt``: a 1.1 panel gets
 no cluster tables nor spans, and task batches without their span column; a 1.0 one no
-sourced resources either). Requests (keys, export, replay, pause) arrive on any thread
+sourced resources either). A 1.3 panel gets a run's ``sources`` (the text of the sampled
+functions) just before the first ``stacks`` message that holds them, each function once
+per run and panel (again after a replay of the run). Requests (keys, export, replay,
+pause) arrive on any thread
 and are handed to the sender thread as jobs. Polls, jobs and sends hold
 ``Publisher._work``; a computing thread only ever tries it.
 """
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .. import gil, hooks
+from .. import codemap, gil, hooks, stacktree
 from ..record import history
 from ..record.cursors import Cursors, frozen_cursors
 from ..run import Run
@@ -63,6 +66,8 @@ EXPORTS = {
 }
 
 Job = Callable[[], None]
+#: ``lookup(run id, identifiers) -> {identifier: source}`` (those found)
+SourceLookup = Callable[[str, set[str]], dict[str, dict[str, Any]]]
 #: ``greeting(paused, kept runs) -> hello message`` (the comm module's, with its version)
 Greeting = Callable[[bool, int], encode.Message]
 
@@ -97,6 +102,10 @@ class Connection:
     tokens: float = 0.0
     refilled: float = field(default_factory=perf_counter)
     sent: int = 0
+    #: finds the text of sampled functions (protocol 1.3 ``sources``); None: send none
+    lookup: SourceLookup | None = None
+    #: per run: identifiers whose source this panel was sent (or that have none)
+    sources_sent: dict[str, set[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tokens = self.burst
@@ -110,9 +119,34 @@ class Connection:
         return encode.speaks(self.protocol, encode.needs(message[0]))
 
     def fit(self, messages: list[encode.Message]) -> list[encode.Message]:
-        """``messages`` as this panel reads them (``encode.adapt``); the others left out."""
+        """``messages`` as this panel reads them (``encode.adapt``); the others left out.
+        A 1.3 panel gets ``sources`` before the ``stacks`` that first hold them."""
         fitted = (encode.adapt(m, self.protocol) for m in messages)
-        return [m for m in fitted if m is not None]
+        out = [m for m in fitted if m is not None]
+        if self.lookup is None or not encode.speaks(self.protocol, encode.SOURCES_VERSION):
+            return out
+        return [x for m in out for x in self._with_sources(m)]
+
+    def _with_sources(self, message: encode.Message) -> list[encode.Message]:
+        data = message[0]
+        kind, run = data.get("type"), data.get("run")
+        if not isinstance(run, str) or self.lookup is None:
+            return [message]
+        if kind == "run_start":  # the panel starts the run afresh (a replay resets it)
+            self.sources_sent.pop(run, None)
+        if kind != "stacks":
+            return [message]
+        sent = self.sources_sent.setdefault(run, set())
+        new = stacktree.identifiers((data.get("trees") or {}).values()) - sent
+        if not new:
+            return [message]
+        sent |= new
+        try:
+            found = self.lookup(run, new)
+        except Exception:  # text is a nicety: the samples still go
+            log.exception("daskprofile: could not read the sources of run %s", run)
+            found = {}
+        return [encode.sources(run, found), message] if found else [message]
 
     def push(self, messages: list[encode.Message], run: str | None = None) -> None:
         """Queue live messages (as this panel reads them); drop the oldest data batches
@@ -170,6 +204,8 @@ class Publisher:
         self._next_poll = 0.0
         self._pumped = -math.inf  # when a compute last handed over task rows
         self._last_poll = -math.inf
+        #: per live run: identifier -> its source (None: not found), looked up once
+        self._live_sources: dict[str, dict[str, dict[str, Any] | None]] = {}
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -222,7 +258,7 @@ class Publisher:
         The connection joins the fan-out on the sender thread, in the same step that
         snapshots what it must catch up on, so no run reaches it twice or not at all.
         """
-        conn = Connection(comm, self.max_queue, self.rate, protocol)
+        conn = Connection(comm, self.max_queue, self.rate, protocol, lookup=self._sources)
         with self.lock:
             self.pending[comm.comm_id] = conn
         self.post(lambda: self._join(conn))
@@ -252,11 +288,28 @@ class Publisher:
         conn.replayed = {_run_id(run) for run in kept} - set(self.feeds)
         for run in kept:
             if _run_id(run) in conn.replayed:
-                conn.replays.append(self._replay(run))
+                conn.replays.append(self._replay(conn, run))
 
-    def _replay(self, run: Run) -> Iterator[encode.Message]:
+    def _replay(self, conn: Connection, run: Run) -> Iterator[encode.Message]:
         feed = Feed(run, frozen_cursors(run), self.titles.get(_run_id(run), _title(run)))
-        yield from feed.replay()
+        for message in feed.replay():
+            yield from conn.fit([message])
+
+    def _sources(self, rid: str, identifiers: set[str]) -> dict[str, dict[str, Any]]:
+        """The text of functions ``identifiers`` of run ``rid``: kept with a finished run,
+        looked up (and remembered) while it is live."""
+        feed = self.feeds.get(rid)
+        run = feed.run if feed is not None else _kept_run(rid)
+        if run is None:
+            return {}
+        if run.finished:
+            kept = run.sources
+            return {i: kept[i] for i in identifiers if i in kept}
+        cache = self._live_sources.setdefault(rid, {})
+        missing = [i for i in identifiers if i not in cache]
+        found = codemap.sources(missing)
+        cache.update({i: found.get(i) for i in missing})
+        return {i: e for i in identifiers if (e := cache.get(i)) is not None}
 
     # ------------------------------------------------------------ runs
     def _on_run_start(self, run: Run, cursors: Cursors) -> None:
@@ -284,6 +337,7 @@ class Publisher:
             self._fanout(rid, feed.replay())
         else:
             self._fanout(rid, feed.poll(final=True) + feed.progress() + feed.end())
+        self._live_sources.pop(rid, None)
         if len(self.titles) > 1000:
             self.titles.pop(next(iter(self.titles)))
 
@@ -509,7 +563,7 @@ class Publisher:
                 conn.outbox.extend(conn.fit(feed.catch_up()))
         for run in history.history():
             if _run_id(run) in ids:
-                conn.replays.append(self._replay(run))
+                conn.replays.append(self._replay(conn, run))
 
     def _find_run(self, rid: Any) -> Run:
         if not isinstance(rid, str):
@@ -587,6 +641,13 @@ def _cost(message: encode.Message) -> float:
 
 def _run_id(run: Run) -> str:
     return str(run.meta.id)
+
+
+def _kept_run(rid: str) -> Run | None:
+    for run in history.history():
+        if _run_id(run) == rid:
+            return run
+    return None
 
 
 def _title(run: Run) -> str | None:

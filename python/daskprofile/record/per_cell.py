@@ -274,7 +274,7 @@ class CellRecorder(Listener):
         if recording.cache is not None:
             recording.cache.on_tasks(compute, batch)
         if self.samplers.stacks is not None:
-            merge_stacks(self.samplers.stacks, batch.extra)
+            merge_stacks(self.samplers.stacks, batch.extra, compute)
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
         with self.lock:

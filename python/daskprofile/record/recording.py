@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import codemap
 from ..collectors import StackWorkerHook, merge_stacks, optional
 from ..collectors.base import Collector
 from ..collectors.cache import CacheCollector
+from ..collectors.graph import GraphRecorder
 from ..collectors.tasks import TaskCollector
 from ..hooks import Compute, Listener, TaskBatch
 from ..keys import task_group
@@ -126,7 +128,7 @@ class _StackFeed(Collector):
         self.worker_hooks = (StackWorkerHook(sampler.interval, sampler.cycle),)
 
     def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
-        merge_stacks(self.sampler, batch.extra)
+        merge_stacks(self.sampler, batch.extra, compute)
 
 
 class Recording:
@@ -153,8 +155,12 @@ class Recording:
         self.cache = CacheCollector(o.metric, o.max_records, t0=self.run.t0) if o.cache else None
         self.graphs: list[Mapping[Any, Any]] = []
         self.totals: dict[str, int] = {}
+        #: dependency edges and compute times (what findings read)
+        self.graph = GraphRecorder()
+        if self.tasks is not None:
+            self.tasks.graph = self.graph
         self.listeners: list[Listener] = [
-            c for c in (_Counter(self), self.tasks, self.cache) if c is not None
+            c for c in (_Counter(self), self.tasks, self.cache, self.graph) if c is not None
         ]
         if self.samplers.stacks is not None and not self.samplers.shared:
             self.listeners.append(_StackFeed(self.samplers.stacks))
@@ -178,11 +184,39 @@ class Recording:
         if self.cache is not None:
             run.attach("cache", self.cache.snapshot)
             cursors.cache = live_table(self.cache.since)
+        self._wire_graph()
         resources, stacks = self.samplers.resources, self.samplers.stacks
         if resources is not None:
             self._wire_resources(resources)
         if stacks is not None:
             self._wire_stacks(stacks)
+
+    def _wire_graph(self) -> None:
+        """The run's ``edges`` (over the task rows it keeps) and ``computes`` tables."""
+        graph, tasks = self.graph, self.tasks
+        self.run.attach("computes", graph.computes)
+        if tasks is not None:
+            columns = tasks.columns
+            self.run.attach("edges", lambda: graph.edges(columns.first, len(columns)))
+
+    def _watch_graphs(self, on: bool) -> None:
+        """While plugged into a cluster: keep its graphs and timed compute calls."""
+        from ..hooks import add_call_listener, remove_call_listener
+        from .clusters import watch_module
+
+        watch = watch_module()
+        if on:
+            watch.add_graph_listener(self._on_graph)
+            add_call_listener(self.graph.call)
+        else:
+            watch.remove_graph_listener(self._on_graph)
+            remove_call_listener(self.graph.call)
+
+    def _on_graph(self, client: Any, expr: Any, keys: Any) -> None:
+        if not self.run.finished:
+            self.graph.graph(expr)
+            # the files of its functions, for the samples of their pickled copies (bounded)
+            codemap.learn(expr)
 
     def _wire_resources(self, sampler: Any) -> None:
         if not self.samplers.shared:
@@ -225,10 +259,11 @@ class Recording:
         self.target = target
         self.cluster = source
         source.open(target)
+        self._watch_graphs(True)
         run = self.run
         self.cursors.processes = lambda: _readers(source.processes(target))
         self.cursors.resources = _cluster_resources(source, run)
-        local_table = run.sources().get("resources")
+        local_table = run.attached().get("resources")
         run.attach("resources", _prefer_cluster(source, run, local_table))
         _wire_cluster_tables(self.cursors, source.log, run)
         return target
@@ -286,6 +321,7 @@ class Recording:
         cluster, target = self.cluster, self.target
         if cluster is None or target is None:
             return
+        self._watch_graphs(False)
         meta = self.run.meta
         try:
             cluster.forget(target)

@@ -1,0 +1,353 @@
+"""Findings about parallelism: ``critical-path``, ``idle``, ``overhead-bound``, ``what-if``.
+
+All read the task rows and the dependency edges (:mod:`._facts`) and replay them
+(:mod:`.simulate`). The per-task overhead is what workers waited between two tasks while
+the next one was already ready (the median such gap), else dask's documented figure for
+the scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import simulate
+from ._facts import DEFAULT_OVERHEAD, Facts
+from ._text import finding, pct, secs
+
+__all__ = ["critical", "estimates", "idle", "overhead", "overhead_bound", "what_if_finding"]
+
+#: findings below this share of the wall time are not reported
+MIN_SHARE = 0.05
+#: what-if replays task by task up to this many tasks, beyond it uses bounds
+SIM_MAX = 20_000
+#: worker counts of the what-if replay
+WORKERS = (1, 2, 4, 8, 16, 32)
+#: a group is overhead-bound when overhead is at least this share of its worker time
+OVERHEAD_SHARE = 0.25
+#: task duration aimed at when suggesting larger chunks (s), at most
+TARGET_TASK = 0.1
+
+
+# ------------------------------------------------------------------ shared figures
+def overhead(f: Facts) -> float:
+    """Per-task overhead (s): the median gap on a worker before a task that was ready."""
+    if "overhead" not in f.extra:
+        f.extra["overhead"] = _overhead(f)
+    value: float = f.extra["overhead"]
+    return value
+
+
+def _overhead(f: Facts) -> float:
+    default = max((DEFAULT_OVERHEAD.get(s, 1e-4) for s in f.schedulers), default=1e-4)
+    if f.n < 2:
+        return default
+    order = np.lexsort((f.start, f.worker))
+    w, start, stop = f.worker[order], f.start[order], f.stop[order]
+    same = w[1:] == w[:-1]
+    gap = start[1:] - stop[:-1]
+    was_ready = f.ready()[order][1:] <= stop[:-1] + 1e-9
+    gaps = gap[same & was_ready & (gap >= 0)]
+    return float(np.median(gaps)) if len(gaps) >= 10 else default
+
+
+def _compute_rows(f: Facts) -> list[np.ndarray]:
+    """Row indices of each compute, in order of their first start."""
+    if "compute_rows" not in f.extra:
+        order = np.lexsort((f.start, f.compute))
+        ids = f.compute[order]
+        cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        parts = np.split(order, cuts) if len(order) else []
+        parts.sort(key=lambda rows: float(f.start[rows[0]]))
+        f.extra["compute_rows"] = parts
+    rows: list[np.ndarray] = f.extra["compute_rows"]
+    return rows
+
+
+def _sub_graph(f: Facts, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR of the edges among ``rows``, renumbered 0..len(rows)-1."""
+    m = len(rows)
+    if not f.has_edges:
+        return np.zeros(m + 1, np.int64), np.empty(0, np.int64)
+    local = np.full(f.n, -1, np.int64)
+    local[rows] = np.arange(m)
+    counts = f.indptr[rows + 1] - f.indptr[rows]
+    task = np.repeat(np.arange(m), counts)
+    starts = np.repeat(f.indptr[rows], counts)
+    offset = np.arange(len(task)) - np.repeat(np.cumsum(counts) - counts, counts)
+    dep = local[f.indices[starts + offset]]
+    keep = dep >= 0
+    task, dep = task[keep], dep[keep]
+    indptr = np.zeros(m + 1, np.int64)
+    np.cumsum(np.bincount(task, minlength=m), out=indptr[1:])
+    return indptr, dep[np.argsort(task, kind="stable")]
+
+
+def _finish(f: Facts) -> np.ndarray:
+    """Each row's finish on unbounded workers (recorded durations), cached."""
+    if "finish" not in f.extra:
+        order = np.argsort(f.start, kind="stable")
+        if f.has_edges:
+            f.extra["finish"] = simulate._finish_times(f.dur, f.indptr, f.indices, order)
+        else:
+            f.extra["finish"] = f.dur.copy()
+    out: np.ndarray = f.extra["finish"]
+    return out
+
+
+def _union(starts: Sequence[float], stops: Sequence[float]) -> float:
+    """Length of the union of intervals."""
+    total, end = 0.0, -np.inf
+    for a, b in sorted(zip(starts, stops, strict=True)):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+# ------------------------------------------------------------------ critical path
+def critical(f: Facts) -> list[dict[str, Any]]:
+    """``critical-path``: the longest chain against the wall time."""
+    if not f.has_edges:
+        return []
+    length, chain = _chain(f)
+    k = max(f.slots(), f.cpus)  # what more workers could spread the work over
+    bound = float(f.dur.sum()) / k
+    impact = length - bound
+    if impact < MIN_SHARE * f.wall or len(chain) < 2:
+        return []
+    names = _chain_names(f, chain)
+    share = length / f.wall
+    evidence = {
+        "path_s": length,
+        "wall_s": f.wall,
+        "path_tasks": len(chain),
+        "work_s": float(f.dur.sum()),
+        "workers": k,
+        "groups": names,
+    }
+    message = (
+        f"The longest chain of dependent tasks ({len(chain)} tasks: {_arrow(names)}) takes "
+        f"{secs(length)}, {pct(share)} of the wall time {secs(f.wall)}; the work spread "
+        f"over {k} workers would take {secs(bound)}."
+    )
+    if share >= 0.5:
+        message += " More workers will not make it faster."
+    suggestion = (
+        "Shorten the tasks on the chain (they run one after another) or cut the chain: "
+        "combine results with a tree reduction instead of a sequential fold, split long "
+        "tasks into independent pieces."
+    )
+    return [finding("critical-path", _arrow(names), impact, f.wall, evidence, message, suggestion)]
+
+
+def _chain(f: Facts) -> tuple[float, list[int]]:
+    """(length, rows) of the longest chain of one compute (the longest)."""
+    finish = _finish(f)
+    end = int(np.argmax(finish))
+    chain = simulate._backtrack(end, finish, f.dur, f.indptr, f.indices)
+    return float(finish[end]), chain
+
+
+def _chain_names(f: Facts, chain: list[int]) -> list[str]:
+    """The chain's groups in order, runs collapsed: ``["load", "inc (20)", "sum"]``."""
+    out: list[tuple[str, int]] = []
+    for row in chain:
+        name = f.groups[int(f.group[row])]
+        if out and out[-1][0] == name:
+            out[-1] = (name, out[-1][1] + 1)
+        else:
+            out.append((name, 1))
+    return [name if n == 1 else f"{name} ({n})" for name, n in out]
+
+
+def _arrow(names: list[str], most: int = 5) -> str:
+    shown = names if len(names) <= most else [*names[: most - 1], "...", names[-1]]
+    return " -> ".join(shown)
+
+
+# ------------------------------------------------------------------ idle
+def idle(f: Facts) -> list[dict[str, Any]]:
+    """``idle``: worker time idle while tasks were ready vs with nothing ready."""
+    if f.n == 0:
+        return []
+    ready = f.ready()
+    waiting = starved = 0.0
+    capacity = 0.0
+    for rows in _compute_rows(f):
+        k = f.slots() if f.is_cluster else max(1, len(np.unique(f.worker[rows])))
+        w, s, span = _idle_split(ready[rows], f.start[rows], f.stop[rows], k)
+        waiting, starved, capacity = waiting + w / k, starved + s / k, capacity + span
+    out = []
+    evidence = {
+        "ready_idle_s": waiting,
+        "nothing_ready_s": starved,
+        "task_span_s": capacity,
+        "ready_idle_share": waiting / f.wall,
+        "nothing_ready_share": starved / f.wall,
+    }
+    if waiting >= MIN_SHARE * f.wall:
+        message = (
+            f"Workers sat idle for {secs(waiting)} ({pct(waiting / f.wall)} of the wall time) "
+            f"while tasks were ready to run; {secs(starved)} ({pct(starved / f.wall)}) with "
+            "nothing ready."
+        )
+        suggestion = (
+            "The scheduler could not hand tasks out fast enough: make tasks larger (fewer, "
+            "longer tasks) or use a scheduler with less per-task cost."
+        )
+        out.append(finding("idle", "scheduling", waiting, f.wall, evidence, message, suggestion))
+    if starved >= MIN_SHARE * f.wall:
+        message = (
+            f"Workers sat idle for {secs(starved)} ({pct(starved / f.wall)} of the wall time) "
+            f"with no task ready: not enough parallelism; {secs(waiting)} "
+            f"({pct(waiting / f.wall)}) with tasks ready."
+        )
+        suggestion = (
+            "Give the workers more independent tasks: smaller chunks along the chained "
+            "dimension, more partitions, or compute several results in one dask.compute call."
+        )
+        out.append(finding("idle", "parallelism", starved, f.wall, evidence, message, suggestion))
+    return out
+
+
+def _idle_split(
+    ready: np.ndarray, start: np.ndarray, stop: np.ndarray, k: int
+) -> tuple[float, float, float]:
+    """(worker-s idle with tasks ready, worker-s idle with none ready, span) over the
+    tasks' span on ``k`` workers."""
+    lo = float(start.min())
+    ready = np.clip(ready, lo, start)
+    times = np.concatenate([ready, start, start, stop])
+    n = len(start)
+    d_ready = np.concatenate([np.ones(n), -np.ones(n), np.zeros(2 * n)])
+    d_run = np.concatenate([np.zeros(n), np.zeros(n), np.ones(n), -np.ones(n)])
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    ready_n = np.cumsum(d_ready[order])[:-1]
+    running = np.cumsum(d_run[order])[:-1]
+    seg = np.diff(t)
+    free = np.clip(k - running, 0, None)
+    busy_ready = np.minimum(free, np.clip(ready_n, 0, None))
+    return float(seg @ busy_ready), float(seg @ (free - busy_ready)), float(t[-1] - t[0])
+
+
+# ------------------------------------------------------------------ overhead-bound
+def overhead_bound(f: Facts) -> list[dict[str, Any]]:
+    """``overhead-bound``: groups whose tasks are so short that overhead dominates."""
+    if f.n == 0:
+        return []
+    o = overhead(f)
+    k = f.slots()
+    dur = f.dur
+    out = []
+    counts = np.bincount(f.group, minlength=len(f.groups))
+    total = np.bincount(f.group, weights=dur, minlength=len(f.groups))
+    for g in np.flatnonzero(counts).tolist():
+        n = int(counts[g])
+        spent = n * o
+        share = spent / (spent + total[g]) if spent + total[g] > 0 else 0.0
+        if share < OVERHEAD_SHARE or n < 10:
+            continue
+        median = float(np.median(dur[f.group == g]))
+        target = min(TARGET_TASK, max(100 * o, 10 * median, 1e-3))
+        factor = max(2, int(np.ceil(target / max(median, 1e-7))))
+        factor = min(factor, n)
+        impact = spent * (1 - 1 / factor) / k if not _serial(f) else spent * (1 - 1 / factor)
+        if impact < MIN_SHARE * f.wall:
+            continue
+        name = f.groups[g]
+        evidence = {
+            "tasks": n,
+            "median_task_s": median,
+            "overhead_per_task_s": o,
+            "overhead_share": share,
+            "chunk_factor": factor,
+        }
+        message = (
+            f"{n:,} tasks of {name!r} last {secs(median)} each (median) while each task costs "
+            f"about {secs(o)} of scheduling: overhead is {pct(share)} of their time."
+        )
+        suggestion = (
+            f"Make each task about {factor}x larger (tasks of ~{secs(median * factor)}, "
+            f"{n:,} -> ~{max(1, n // factor):,} tasks): larger chunks (dask.array "
+            "chunks=/rechunk, more rows per partition, batching calls per delayed task)."
+        )
+        out.append(finding("overhead-bound", name, impact, f.wall, evidence, message, suggestion))
+    return out
+
+
+def _serial(f: Facts) -> bool:
+    """Whether one thread schedules every task (dask's local schedulers)."""
+    return not f.is_cluster
+
+
+# ------------------------------------------------------------------ what-if
+def estimates(f: Facts, workers: Sequence[int]) -> tuple[list[float], str]:
+    """Estimated wall time with each number of workers, and the method used."""
+    rows_list = _compute_rows(f)
+    outside = f.wall - _union(
+        [float(f.start[r].min()) for r in rows_list], [float(f.stop[r].max()) for r in rows_list]
+    )
+    dur = f.dur + overhead(f)
+    method = "simulated" if f.n <= SIM_MAX else "bounds"
+    if method == "bounds":
+        finish = _finish(f) + 0.0
+        paths = [float(finish[r].max()) for r in rows_list]
+        works = [float(dur[r].sum()) for r in rows_list]
+    out = []
+    for k in workers:
+        if method == "bounds":
+            tasks = sum(
+                simulate.bounds_estimate(w, p, k) for w, p in zip(works, paths, strict=True)
+            )
+        else:
+            tasks = sum(_replay(f, rows, dur, k) for rows in rows_list)
+        out.append(max(0.0, outside) + tasks)
+    return out, method
+
+
+def _replay(f: Facts, rows: np.ndarray, dur: np.ndarray, k: int) -> float:
+    indptr, indices = _sub_graph(f, rows)
+    priority = np.argsort(np.argsort(f.start[rows], kind="stable"), kind="stable")
+    return simulate.list_schedule(dur[rows], indptr, indices, priority, k)
+
+
+def what_if_table(f: Facts, workers: Sequence[int]) -> dict[str, list[Any]]:
+    """Columns of :func:`daskprofile.findings.what_if`."""
+    est, method = estimates(f, workers)
+    return {
+        "workers": list(workers),
+        "wall_time": est,
+        "speedup": [f.wall / e if e > 0 else float("nan") for e in est],
+        "method": [method] * len(est),
+    }
+
+
+def what_if_finding(f: Facts) -> list[dict[str, Any]]:
+    """``what-if``: how much more workers would save, by replaying the graph."""
+    if f.n < 2:
+        return []
+    k = f.slots()
+    counts = sorted({*WORKERS, k})
+    est, method = estimates(f, counts)
+    base = est[counts.index(k)]
+    best = int(np.argmin(est))
+    if base <= 0 or counts[best] <= k:
+        return []
+    gain = f.wall * (1 - est[best] / base)
+    if gain < 2 * MIN_SHARE * f.wall:
+        return []
+    evidence = {"workers": counts, "estimate_s": est, "recorded_workers": k, "method": method}
+    message = (
+        f"Replayed on {counts[best]} workers instead of {k}, the recorded graph would take "
+        f"about {secs(f.wall - gain)} instead of {secs(f.wall)} ({method})."
+    )
+    suggestion = (
+        f"More workers pay off: e.g. num_workers={counts[best]} or a cluster with "
+        f"{counts[best]} threads in all; beyond that the estimate stops improving."
+    )
+    return [finding("what-if", "workers", gain, f.wall, evidence, message, suggestion)]
