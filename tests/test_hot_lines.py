@@ -128,18 +128,23 @@ def test_the_same_functions_hot_lines_on_the_local_schedulers(
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("distributed_threads")
+@pytest.mark.parametrize("explicit", [False, True], ids=["default-client", "explicit-client"])
 def test_the_same_functions_hot_lines_on_a_local_cluster_of_processes(
-    dynamic: Callable[..., Any], tmp_path: Path
+    dynamic: Callable[..., Any], tmp_path: Path, explicit: bool
 ) -> None:
+    """Also with ``profile(client=...)``, which installs no submission listener of its own:
+    the graph still teaches the kernel where the pickled copy's code comes from."""
     distributed = pytest.importorskip("distributed")
+    codemap._reset_for_tests()  # nothing learnt from an earlier test's graphs
     with (
         distributed.LocalCluster(
             n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None
         ) as cluster,
-        distributed.Client(cluster),
+        distributed.Client(cluster) as client,
     ):
         tasks = [dask.delayed(spin)(SPIN_SECONDS), dask.delayed(dynamic)(SPIN_SECONDS)]
-        with daskprofile.profile(interval=0.005, resources=False) as run:
+        options = {"client": client} if explicit else {}
+        with daskprofile.profile(interval=0.005, resources=False, **options) as run:
             dask.compute(*tasks)
     check_hot_line(run, spin, "MODULE-HOT")
     check_hot_line(run, dynamic, "DYN-HOT")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import mmap
 import time
 from typing import Any
 
@@ -16,10 +17,16 @@ from daskprofile import MemorySampler
 
 
 def _allocate(n_bytes: int) -> int:
-    """A task that holds ``n_bytes`` of fresh memory for a moment."""
-    block = np.ones(n_bytes // 8)
-    time.sleep(0.3)
-    return int(block.sum() > 0)
+    """A task that holds ``n_bytes`` of fresh memory for a moment: an anonymous mapping
+    with every page written, so the process's RSS rises whatever memory the allocator
+    kept from earlier tests (a ``np.ones`` can be served from it and change nothing)."""
+    with mmap.mmap(-1, n_bytes) as block:
+        pages = np.frombuffer(block, dtype=np.uint8)
+        pages[:] = 1
+        time.sleep(0.3)
+        ok = int(pages[-1] == 1)
+        del pages  # the mapping closes only when no view of it is left
+    return ok
 
 
 def _compute(scheduler: str, n_bytes: int = 80_000_000) -> None:

@@ -151,19 +151,29 @@ def remove_close_listener(listener: CloseListener) -> None:
 
 
 def add_graph_listener(listener: Callable[[Any, Any, Any], None]) -> None:
-    """Also call ``listener(client, expr, keys)`` with each graph submitted while the key
-    listeners are installed (see :func:`add_listener`): ``expr`` is what distributed sends."""
+    """Call ``listener(client, expr, keys)`` with each graph submitted (patches on the
+    first, as :func:`add_listener`): ``expr`` is what distributed sends."""
     global _graph_listeners
     with _lock:
         if listener not in _graph_listeners:
             _graph_listeners = (*_graph_listeners, listener)
+    _submits.add(_for_graph_listeners)
 
 
 def remove_graph_listener(listener: Callable[[Any, Any, Any], None]) -> None:
-    """Stop calling ``listener``; idempotent."""
+    """Stop calling ``listener``; idempotent. The last listener of either kind gone puts
+    distributed's method back."""
     global _graph_listeners
     with _lock:
         _graph_listeners = tuple(g for g in _graph_listeners if g != listener)
+        last = not _graph_listeners
+    if last:
+        _submits.remove(_for_graph_listeners)
+
+
+def _for_graph_listeners(client: Any, keys: Any) -> None:
+    """Keeps ``Client._graph_to_futures`` wrapped while graph listeners are registered
+    (a recording given its client explicitly installs no key listener)."""
 
 
 def listening() -> bool:
