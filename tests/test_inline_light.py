@@ -20,7 +20,14 @@ from daskprofile import profile
 from daskprofile.jupyter import encode, inline
 from daskprofile.jupyter.inline import inline_html, light_payload
 from daskprofile.jupyter.light import Budget, light_messages, payload_bytes
-from nbkernel import HOSTILE, IMG, execute, html_outputs, outputs
+from nbkernel import (
+    HOSTILE,
+    IMG,
+    execute,
+    html_outputs,
+    offline_page_fixture,  # noqa: F401 - the offline_page fixture
+    outputs,
+)
 
 CELL_LIMIT = 300_000
 NOTEBOOK_LIMIT = 1_000_000
@@ -291,6 +298,35 @@ def test_a_profiled_cell_output_is_at_most_300_kb(nb: Any, name: str) -> None:
 @pytest.mark.slow
 def test_a_notebook_with_three_profiled_cells_is_under_1_mb(nb: Any) -> None:
     assert len(nbformat.writes(nb).encode()) < NOTEBOOK_LIMIT
+
+
+@pytest.mark.slow
+def test_the_three_cell_notebook_exported_to_html_draws_offline(
+    nb: Any, offline_page: tuple[Any, dict[str, list[str]]], tmp_path: Path
+) -> None:
+    """The notebook as nbconvert exports it, opened from a file with the network refused:
+    its three views draw their task streams (nbconvert's own template may ask CDNs for
+    require.js and MathJax; the views ask for nothing)."""
+    nbconvert = pytest.importorskip("nbconvert")
+    body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "three.html"
+    path.write_text(body)
+    page, seen = offline_page
+    page.goto(path.as_uri())
+    drawn = """() => [...document.querySelectorAll('.jp-DaskProfile-inline')].map(v =>
+      +(v.querySelector('.jp-DaskProfile-taskStream canvas').dataset.rects || 0))"""
+    page.wait_for_function(
+        f"() => {{ const n = ({drawn})(); return n.length === 3 && n.every(x => x > 0); }}"
+    )
+    tasks = page.evaluate(
+        "() => [...document.querySelectorAll('.jp-DaskProfile-inline')].map(v => +v.dataset.tasks)"
+    )
+    assert 0 < tasks[0] <= 10_000  # merged into fewer bars to fit the output's budget
+    assert tasks[1] == 200
+    assert tasks[2] > 0
+    assert seen["dialogs"] == []
+    assert seen["errors"] == []
+    assert not [url for url in seen["refused"] if "daskprofile" in url or "bokeh" in url]
 
 
 @pytest.mark.slow
