@@ -250,16 +250,28 @@ export function memoryStack(series: MemorySeries): IMemoryStack {
   };
 }
 
+/** `type` of a transfer row whose batch carried no type (a kernel older than 1.3). */
+export const NO_TYPE = 0xffff;
+
+/** Name shown for a type of data not known. */
+export const UNKNOWN_TYPE = '(unknown)';
+
 /** The transfer logs: the incoming rows only (each transfer counted once). */
 export class TransferTable extends Extent {
   /** Worker addresses; `source` and `destination` index this list. */
   readonly addresses: string[] = [];
+  /** Type names of the data moved (protocol 1.3); `type` indexes this list. */
+  readonly types: string[] = [];
   readonly start = new Column(Float64Array);
   readonly stop = new Column(Float64Array);
   readonly source = new Column(Uint16Array);
   readonly destination = new Column(Uint16Array);
   /** Bytes moved (NaN: not known). */
   readonly bytes = new Column(Float64Array);
+  /** Type of the data moved: an id of `types`, or NO_TYPE. */
+  readonly type = new Column(Uint16Array);
+  /** Rows that came with a type (from a 1.3 kernel). */
+  typed = 0;
   /** Bytes of the incoming rows whose size is known. */
   totalBytes = 0;
   /** Outgoing rows received (not kept: the incoming row counts the transfer). */
@@ -274,8 +286,14 @@ export class TransferTable extends Extent {
     return this.addresses[id] || `address ${id}`;
   }
 
+  /** The type name of id `id` (`(unknown)` for '' or an id not known). */
+  typeName(id: number): string {
+    return this.types[id] || UNKNOWN_TYPE;
+  }
+
   append(msg: ITransfersMessage): void {
     this.addresses.push(...msg.addresses);
+    this.types.push(...msg.types);
     for (let i = 0; i < msg.n; i++) {
       if (msg.incoming[i] !== 1) {
         this.outgoing++;
@@ -289,6 +307,8 @@ export class TransferTable extends Extent {
       this.source.push(msg.source[i]);
       this.destination.push(msg.destination[i]);
       this.bytes.push(b);
+      this.type.push(msg.dataType ? msg.dataType[i] : NO_TYPE);
+      this.typed += msg.dataType ? 1 : 0;
       this.add(s, e);
       if (Number.isFinite(b) && b > 0) {
         this.totalBytes += b;
@@ -347,10 +367,8 @@ export function bandwidth(
   return out;
 }
 
-/** Bytes moved between two workers (or of one type): the panel's bandwidth table. */
-export interface IPairBandwidth {
-  source: string;
-  destination: string;
+/** Bytes moved, seconds transferring, transfers and bytes/s of a set of transfers. */
+export interface IMoved {
   /** Bytes of the transfers whose size is known. */
   bytes: number;
   /** Seconds spent transferring (each transfer at least 1 ms, as the kernel counts). */
@@ -360,44 +378,100 @@ export interface IPairBandwidth {
   bandwidth: number;
 }
 
+/** Bytes moved between two workers: a row of the panel's bandwidth by pair. */
+export interface IPairBandwidth extends IMoved {
+  source: string;
+  destination: string;
+}
+
+/** Bytes of one type of data moved: a row of the panel's bandwidth by type. */
+export interface ITypeBandwidth extends IMoved {
+  /** The type's name (`(unknown)` when not known). */
+  type: string;
+}
+
+/** The incoming transfers summed per `keyOf(row)`; `make` starts an entry. */
+function sumMoved<T extends IMoved>(
+  table: TransferTable,
+  keyOf: (row: number) => number,
+  make: (row: number) => T
+): T[] {
+  const entries = new Map<number, T>();
+  for (let i = 0; i < table.length; i++) {
+    const key = keyOf(i);
+    let entry = entries.get(key);
+    if (!entry) {
+      entry = make(i);
+      entries.set(key, entry);
+    }
+    const b = table.bytes.data[i];
+    entry.bytes += Number.isFinite(b) && b > 0 ? b : 0;
+    entry.seconds += Math.max(1e-3, table.stop.data[i] - table.start.data[i]);
+    entry.transfers++;
+  }
+  const out = [...entries.values()];
+  for (const e of out) {
+    e.bandwidth = e.bytes / e.seconds;
+  }
+  return out;
+}
+
+const NOTHING_MOVED: IMoved = {
+  bytes: 0,
+  seconds: 0,
+  transfers: 0,
+  bandwidth: 0
+};
+
 /**
  * Per (source, destination) pair of workers: bytes moved, seconds transferring, count and
  * bytes per second of the incoming transfers (`Run.bandwidth(by="workers")`), most bytes
  * first (then by source and destination). Transfers of unknown size count as 0 bytes.
  */
 export function pairBandwidth(table: TransferTable): IPairBandwidth[] {
-  const pairs = new Map<number, IPairBandwidth>();
-  for (let i = 0; i < table.length; i++) {
-    const s = table.source.data[i];
-    const d = table.destination.data[i];
-    const id = s * 0x10000 + d;
-    let pair = pairs.get(id);
-    if (!pair) {
-      pair = {
-        source: table.address(s),
-        destination: table.address(d),
-        bytes: 0,
-        seconds: 0,
-        transfers: 0,
-        bandwidth: 0
-      };
-      pairs.set(id, pair);
-    }
-    const b = table.bytes.data[i];
-    pair.bytes += Number.isFinite(b) && b > 0 ? b : 0;
-    pair.seconds += Math.max(1e-3, table.stop.data[i] - table.start.data[i]);
-    pair.transfers++;
-  }
-  const out = [...pairs.values()];
-  for (const p of out) {
-    p.bandwidth = p.bytes / p.seconds;
-  }
-  return out.sort(
+  const src = table.source.data;
+  const dst = table.destination.data;
+  return sumMoved(
+    table,
+    i => src[i] * 0x10000 + dst[i],
+    i => ({
+      ...NOTHING_MOVED,
+      source: table.address(src[i]),
+      destination: table.address(dst[i])
+    })
+  ).sort(
     (a, b) =>
       b.bytes - a.bytes ||
       a.source.localeCompare(b.source) ||
       a.destination.localeCompare(b.destination)
   );
+}
+
+/**
+ * Per type of data moved (protocol 1.3): bytes, seconds transferring, count and bytes per
+ * second of the incoming transfers (`Run.bandwidth(by="type")`), most bytes first (then by
+ * name). Types of the same name are one row; rows without a type are `(unknown)`. Empty
+ * when no row came with a type (a kernel older than 1.3).
+ */
+export function typeBandwidth(table: TransferTable): ITypeBandwidth[] {
+  if (table.typed === 0) {
+    return [];
+  }
+  const names = new Map<string, number>();
+  const ids = table.type.data;
+  const keyOf = (i: number) => {
+    const name = table.typeName(ids[i]);
+    let key = names.get(name);
+    if (key === undefined) {
+      key = names.size;
+      names.set(name, key);
+    }
+    return key;
+  };
+  return sumMoved(table, keyOf, i => ({
+    ...NOTHING_MOVED,
+    type: table.typeName(ids[i])
+  })).sort((a, b) => b.bytes - a.bytes || a.type.localeCompare(b.type));
 }
 
 /** Why a task row ran again: what its worker's leaving did to it, and that worker. */
@@ -482,6 +556,18 @@ export function leftText(worker: IClusterWorker): string {
     return '';
   }
   return `${worker.reason ?? 'left'} at ${formatDuration(worker.left)}`;
+}
+
+/** `joined at 3.2 s` for a worker that joined during the run; '' if there from the start. */
+export function joinedText(worker: IClusterWorker): string {
+  return worker.joined === null
+    ? ''
+    : `joined at ${formatDuration(worker.joined)}`;
+}
+
+/** A worker's comings and goings: `joined at 1 s · lost at 3 s` ('' if neither). */
+export function lifeText(worker: IClusterWorker): string {
+  return [joinedText(worker), leftText(worker)].filter(t => t).join(' · ');
 }
 
 /**

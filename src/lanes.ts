@@ -237,3 +237,47 @@ export function laneAt(geometry: ILaneGeometry, y: number): number {
   const lane = lo - 1;
   return lane >= 0 && y < tops[lane] + laneHeight ? lane : -1;
 }
+
+/** A stretch of the view in which a cluster worker was not there. */
+export interface IAbsence {
+  /** Its start and end, within the view (seconds since t0). */
+  from: number;
+  to: number;
+  /** `joined`: before the worker joined; `left`: after it left. */
+  why: 'joined' | 'left';
+  /** When it joined or left. */
+  at: number;
+}
+
+/**
+ * The stretches of the view [v0, v1] in which a worker's lanes are empty: before it
+ * joined (`joined` seconds since t0; null: there from the start) and from when it left
+ * (`left`; null: still there). Its lanes start and end with the worker.
+ */
+export function absences(
+  joined: number | null,
+  left: number | null,
+  v0: number,
+  v1: number
+): IAbsence[] {
+  const out: IAbsence[] = [];
+  if (joined !== null && joined > v0 && v1 > v0) {
+    out.push({ from: v0, to: Math.min(joined, v1), why: 'joined', at: joined });
+  }
+  if (left !== null && left <= v1 && v1 > v0) {
+    out.push({ from: Math.max(left, v0), to: v1, why: 'left', at: left });
+  }
+  return out;
+}
+
+/** Whether a worker was not there at time `t`: `joined` (not yet), `left`, or null. */
+export function absentAt(
+  joined: number | null,
+  left: number | null,
+  t: number
+): 'joined' | 'left' | null {
+  if (joined !== null && t < joined) {
+    return 'joined';
+  }
+  return left !== null && t >= left ? 'left' : null;
+}

@@ -11,6 +11,7 @@ import { ClusterTables, workersLine } from './clusterTables';
 import { groupColor } from './colors';
 import { Column } from './columns';
 import { flameNode, IFlameNode, mergeFlame, mergeStackTree } from './flame';
+import { groupIdsNamed, highlightMask, IFinding } from './findings';
 import { compareNatural } from './lanes';
 import { LaneIndex } from './lod';
 import { ISpanCounts, spanCounts, spanMask, spanPaths } from './spans';
@@ -53,6 +54,7 @@ export type ChangeKind =
   | 'spans'
   | 'sources'
   | 'filter'
+  | 'highlight'
   | 'summary'
   | 'state'
   | 'error'
@@ -272,10 +274,19 @@ export class RunData {
   errors: unknown[] = [];
   /** Parts recorded in a reduced way and why (from run_end). */
   reduced: { [part: string]: string } = {};
+  /** The top findings, largest impact first (from run_end's summary; [] until then). */
+  findings: IFinding[] = [];
+  /** Entries of the summary's findings dropped as malformed. */
+  findingsDropped = 0;
   /** What a cluster run holds beyond compute (protocol 1.2; empty otherwise). */
   readonly tables = new ClusterTables();
   private _mask: { selected: string; size: number; mask: Uint8Array } | null =
     null;
+  private _findingMask: {
+    finding: IFinding;
+    n: number;
+    mask: Uint8Array | null;
+  } | null = null;
   private _counts: {
     selected: string;
     n: number;
@@ -285,6 +296,22 @@ export class RunData {
 
   get taskCount(): number {
     return this.taskIndex.length;
+  }
+
+  /**
+   * Per task row, 1 when finding `finding` (one of `findings`) names it; null when it
+   * names nothing. Kept until rows arrive.
+   */
+  findingMask(finding: IFinding): Uint8Array | null {
+    const n = this.taskCount;
+    const cached = this._findingMask;
+    if (cached?.finding !== finding || cached.n !== n) {
+      const ids = groupIdsNamed(this.groups, finding.groups);
+      const data = [this.taskIndex.data, this.taskGroup.data] as const;
+      const mask = highlightMask(finding, ...data, n, ids);
+      this._findingMask = { finding, n, mask };
+    }
+    return this._findingMask!.mask;
   }
 
   /** Whether the run has spans (a selector is shown only then). */
@@ -481,6 +508,34 @@ export class ProfileModel {
       this._spanFilter = path;
       this._mark('filter');
     }
+  }
+
+  /** The finding picked (highlighted in the views) of the current run, or null. */
+  get highlight(): IFinding | null {
+    const picked = this._highlight;
+    return picked && picked.run === this._current ? picked.finding : null;
+  }
+
+  /**
+   * Highlight `finding` (one of the current run's findings) in every view; null, or the
+   * finding already picked, clears it.
+   */
+  setHighlight(finding: IFinding | null): void {
+    const run = this._current;
+    const next =
+      finding && run?.findings.includes(finding) && finding !== this.highlight
+        ? { run, finding }
+        : null;
+    if (next?.finding !== this._highlight?.finding) {
+      this._highlight = next;
+      this._mark('highlight');
+    }
+  }
+
+  /** Per task row of the current run, 1 when the picked finding names it; else null. */
+  highlightMask(run: RunData): Uint8Array | null {
+    const finding = run === this._current ? this.highlight : null;
+    return finding ? run.findingMask(finding) : null;
   }
 
   /** Per span id of the current run, 1 when shown; null when no span is picked. */
@@ -929,6 +984,13 @@ export class ProfileModel {
     run.dropped = msg.dropped;
     run.errors = msg.errors;
     run.reduced = msg.reduced;
+    run.findings = msg.findings;
+    run.findingsDropped = msg.findingsDropped;
+    if (msg.findingsDropped > 0) {
+      console.warn(
+        `daskprofile: dropped ${msg.findingsDropped} malformed finding(s) of run ${String(msg.run)}`
+      );
+    }
     this._mark('summary', 'runs');
   }
 
@@ -956,6 +1018,7 @@ export class ProfileModel {
   private _current: RunData | null = null;
   private _follow = true;
   private _spanFilter: string | null = null;
+  private _highlight: { run: RunData; finding: IFinding } | null = null;
   private _paused = false;
   private _lastError: string | null = null;
   private _rejected = 0;

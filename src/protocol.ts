@@ -6,6 +6,8 @@
  * returns a fully typed message or throws a ProtocolError naming the first bad field.
  */
 
+import { decodeFindings, IFinding } from './findings';
+
 /** Name of the comm target the kernel side registers. */
 export const COMM_TARGET = 'daskprofile';
 
@@ -204,6 +206,10 @@ export interface IRunEndMessage {
    * resources of cluster workers without daskprofile); {} when absent.
    */
   reduced: { [part: string]: string };
+  /** The summary's top findings (`summary.findings`, additive); [] when absent. */
+  findings: IFinding[];
+  /** Entries of `summary.findings` dropped as malformed. */
+  findingsDropped: number;
 }
 
 export interface IDroppedMessage {
@@ -348,6 +354,14 @@ export interface ITransfersMessage {
   bytes: Float64Array;
   /** 1: logged by the destination, 0: by the source. */
   incoming: Uint8Array;
+  /**
+   * Protocol 1.3: the type of the data each row moved (the wire's `type` column), an id
+   * into the run's type names (`types` appended in order), or null: the batch carries
+   * none (an older kernel).
+   */
+  dataType: Uint16Array | null;
+  /** New type names (1.3), appended to the run's list ('': not known); [] if none. */
+  types: string[];
 }
 
 /** Every message the kernel may send. */
@@ -848,7 +862,9 @@ const DECODERS_1_2: { [type: string]: Decoder } = {
       source: u16(c.source, n, 'source', t),
       destination: u16(c.destination, n, 'destination', t),
       bytes: f64(c.bytes, n, 'bytes', t),
-      incoming: u8(c.incoming, n, 'incoming', t)
+      incoming: u8(c.incoming, n, 'incoming', t),
+      dataType: c.type ? u16(c.type, n, 'type', t) : null,
+      types: c.type ? strList(d, 'types', t) : []
     };
   }
 };
@@ -1044,13 +1060,17 @@ const DECODERS: { [type: string]: Decoder } = {
         reduced[part] = why;
       }
     }
+    const summary = isRecord(d.summary) ? d.summary : {};
+    const found = decodeFindings(summary.findings);
     return {
       type: t,
       run: runId(d, t),
-      summary: isRecord(d.summary) ? d.summary : {},
+      summary,
       dropped,
       errors: Array.isArray(d.errors) ? d.errors : [],
-      reduced
+      reduced,
+      findings: found.findings,
+      findingsDropped: found.dropped
     };
   },
   dropped: d => ({

@@ -1,6 +1,7 @@
 """Protocol 1.2 in-process: a cluster run's actions, memory, transfers, workers and failed
 tasks, read live from a cluster log (incrementally) or from a finished run, turned into
-messages by the feed and sent only to panels that speak 1.2."""
+messages by the feed and sent only to panels that speak 1.2; the type of the data each
+transfer moved (1.3), checked on a real LocalCluster too."""
 
 from __future__ import annotations
 
@@ -226,7 +227,11 @@ def test_exceptions_and_cluster_workers_are_structure_and_never_dropped() -> Non
     conn.push(messages)
     kept = {d["type"] for d, _ in conn.outbox}
     assert {"exceptions", "cluster_workers"} <= kept
-    assert not kept & {"actions", "memory", "transfers"}  # droppable data, dropped first
+    assert not kept & {"actions", "memory"}  # droppable data, dropped first
+    # but a transfers batch naming new addresses or types: later batches' ids need them
+    (transfers,) = [d for d, _ in conn.outbox if d["type"] == "transfers"]
+    assert transfers["addresses"]
+    assert "types" not in transfers  # a 1.2 panel: no type column, no type names
     costs = {d["type"]: _cost((d, b)) for d, b in messages}
     assert costs["tasks"] == 1.0
     # the cluster's tables ride along with the task rows of their poll: no token of the rate
@@ -470,3 +475,112 @@ def test_a_worker_leaving_sends_the_rows_it_took_with_it_once_and_to_1_2_only() 
     assert encode.needs(messages[kinds.index("reruns")][0]) == encode.TABLES_VERSION
     assert "reruns" not in {d["type"] for d in _sent_to("1.1", messages)}
     assert feed_._reruns(data["workers"]) == []  # each row once
+
+
+# ---------------------------------------------------------------- types of data moved (1.3)
+
+
+def _typed_rows(messages: list[encode.Message]) -> list[tuple[str, str, str, float, str]]:
+    """Per transfers row: (direction, source, destination, bytes, type name), the ids
+    resolved through the address and type lists the batches extend."""
+    addresses: list[str] = []
+    types: list[str] = []
+    out = []
+    for m in _of(messages, "transfers"):
+        addresses += m["addresses"]
+        types += m["types"]
+        a = m["arrays"]
+        for s, d, b, inc, t in zip(
+            a["source"], a["destination"], a["bytes"], a["incoming"], a["type"], strict=True
+        ):
+            way = "incoming" if inc else "outgoing"
+            out.append((way, addresses[s], addresses[d], float(b), types[t]))
+    return out
+
+
+def test_transfers_carry_the_type_of_the_data_moved_to_1_3_panels_only() -> None:
+    run = _finished_run()
+    messages = Feed(run, frozen_cursors(run)).replay()
+    ((data, buffers),) = [m for m in messages if m[0]["type"] == "transfers"]
+    assert data["columns"][-1] == "type"
+    assert data["types"] == ["numpy.ndarray"]
+    assert encode.needs(data) == encode.TYPES_VERSION == "1.3"
+    assert {t for *_, t in _typed_rows(messages)} == {"numpy.ndarray"}
+    adapted = encode.adapt((data, buffers), "1.2")
+    assert adapted is not None
+    plain, bufs = adapted
+    assert "type" not in plain["columns"]
+    assert "types" not in plain
+    assert len(bufs) == len(plain["columns"]) == 6
+    assert encode.decode(plain, bufs)["arrays"]["bytes"].tolist() == [4e6] * 3
+    assert encode.adapt((data, buffers), "1.1") is None  # no transfers for a 1.1 panel
+    assert encode.adapt((data, buffers), "x.y") is None
+    (sent,) = [d for d in _sent_to("1.2", messages) if d["type"] == "transfers"]
+    assert "types" not in sent
+    (sent,) = [d for d in _sent_to("1.3", messages) if d["type"] == "transfers"]
+    assert sent["types"] == ["numpy.ndarray"]
+    assert "transfers" not in {d["type"] for d in _sent_to("1.1", messages)}
+
+
+def test_type_names_are_sent_once_per_stream_and_caught_up_whole() -> None:
+    log = ClusterLog()
+    live = _Live(log, t0=T0)
+    main = Feed(live.run, live.cursors)
+    rows = _transfers([T0 + 0.1], "incoming", C)
+    log.worker_tables({A: {"transfers": rows}}, 0.0)
+    first = main.poll(final=True)
+    other = {**_transfers([T0 + 0.2, T0 + 0.3], "incoming", A), "type": ["<b>x</b>", None]}
+    log.worker_tables({B: {"transfers": other}}, 0.0)
+    log.worker_tables({C: {"transfers": _transfers([T0 + 0.4], "incoming", A)}}, 0.0)
+    later = main.poll(final=True)
+    assert [m["types"] for m in _of(first + later, "transfers")] == [
+        ["numpy.ndarray"],
+        ["<b>x</b>", ""],  # a row without a type: "" (not known), a name like any other
+    ]
+    names = [t for *_, t in _typed_rows(first + later)]
+    assert names == ["numpy.ndarray", "<b>x</b>", "", "numpy.ndarray"]
+    caught = main.catch_up()
+    assert [t for *_, t in _typed_rows(caught)] == names
+    assert [t for m in _of(caught, "transfers") for t in m["types"]] == main.types
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("distributed_threads")
+def test_a_cluster_runs_transfer_batches_carry_the_types_of_run_transfers() -> None:
+    distributed = pytest.importorskip("distributed")
+    da = pytest.importorskip("dask.array")
+    import daskprofile
+
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.run(abs, -1)
+        with daskprofile.profile(client=client) as run:
+            x = da.random.random((2000, 2000), chunks=(250, 250)).persist()
+            distributed.wait(x)
+            assert (x + x.T).sum().compute() > 0  # blocks of the other worker: transfers
+    table = run.transfers
+    assert len(table) > 0
+    assert "numpy.ndarray" in set(table["type"])
+    messages = Feed(run, frozen_cursors(run)).replay()
+    got = _typed_rows(messages)
+    want = list(
+        zip(
+            table["direction"],
+            table["source"].astype(str),
+            table["destination"].astype(str),
+            table["bytes"].astype(float),
+            table["type"].astype(str),
+            strict=True,
+        )
+    )
+    assert got == want
+    by_type = run.bandwidth("type")
+    sent = {}
+    for way, _, _, size, name in got:
+        if way == "incoming":
+            sent[name] = sent.get(name, 0.0) + size
+    assert sent == dict(zip(by_type["type"], by_type["bytes"].astype(float), strict=True))

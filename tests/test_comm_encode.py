@@ -82,6 +82,7 @@ COLUMNAR = (
     "actions",
     "memory",
     "transfers",
+    "transfers_type",
 )
 
 
@@ -343,7 +344,7 @@ def test_what_each_message_needs_of_the_panel() -> None:
     new |= {"spans", "tasks_span", "reruns"}
     assert {n for n, v in needs.items() if v == "1.2"} == new
     assert {n for n, v in needs.items() if v == "1.1"} == {"resources_source"}
-    assert {n for n, v in needs.items() if v == "1.3"} == {"sources"}
+    assert {n for n, v in needs.items() if v == "1.3"} == {"sources", "transfers_type"}
     # a lane only actions use (a worker's address alone) is new in 1.2; a thread's is not
     assert encode.needs(encode.workers("r", [0], ["tcp://a:1 thread 0"])[0]) == "1.0"
     assert encode.needs(encode.workers("r", [0], ["tcp://a:1"])[0]) == "1.2"

@@ -6,12 +6,16 @@ bars are red along the bottom of their lanes with a legend entry and hover text,
 view stacks the workers' memory under their limit with the bandwidth line, the exceptions
 are listed as text and fold out their traceback, the lost worker's lanes are hatched with a
 tooltip, the tasks it took with it (``reruns``) outlined with a ``re-run`` hover line, the
-bandwidth per pair of workers listed under the memory view, the run bar counts the workers.
+lanes of the worker that joined are marked empty before it joined (``joined at 1 s``), the
+bandwidth per pair of workers and per type of data moved (protocol 1.3, type names as
+text) listed under the memory view, the run bar counts the workers.
 
 Live: a LocalCluster of 2 worker processes in a real kernel computes a matmul whose blocks
 move between the workers, then a task raises: the panel's run holds transfer actions (red
 in the task stream, zoomed onto one), the transfer logs, both workers' memory (drawn), the
-exception with its message and traceback; a reload replays the same tables.
+exception with its message and traceback, the bandwidth per type (``numpy.ndarray``); a
+reload replays the same tables; then the cluster scales to 3 workers during a compute: the
+new worker's lanes carry a joined mark.
 """
 
 from __future__ import annotations
@@ -50,9 +54,12 @@ C = "tcp://127.0.0.1:40127"
 
 # 2 workers x 2 threads from 0 to 4 s (B lost at 3 s); before every other task a transfer
 # of 1 MB in the gap; a spill (disk-write) on A's first lane; memory of A and B every 0.1 s
-# (A spills at 2.5 s); 2 failures with HTML in their texts; C joins at 1 s and does nothing.
+# (A spills at 2.5 s); 2 failures with HTML in their texts; C joins at 1 s and computes from
+# 1.25 s on (one thread). Transfers to B move numpy arrays, those to A a type named in HTML.
+HTML_TYPE = '<img src=x onerror="window.__xss=2">'  # a type name is data: shown as text
 SYNTHETIC_CLUSTER_JS = """
 async ({run, a, b, c}) => {
+  const HTML_TYPE = '<img src=x onerror="window.__xss=2">';
   const hook = window.daskprofileTestHook;
   const send = (data, buffers) => {
     if (!hook.receive(data, buffers || [])) throw new Error('rejected ' + data.type);
@@ -60,23 +67,25 @@ async ({run, a, b, c}) => {
   send({type: 'run_start', run, t0: 100.0, wall0: Date.now() / 1000, options: {tasks: true}, title: 'cluster tables'});
   const names = ['slow-input', 'matmul', 'sum-aggregate'];
   send({type: 'groups', run, ids: [0, 1, 2], names, colors: ['#2ca02c', '#9467bd', '#8c564b']});
-  const labels = [a + ' thread 0', a + ' thread 1', b + ' thread 0', b + ' thread 1'];
-  send({type: 'workers', run, ids: [0, 1, 2, 3], labels, kinds: Array(4).fill('worker')});
+  const labels = [a + ' thread 0', a + ' thread 1', b + ' thread 0', b + ' thread 1', c + ' thread 0'];
+  send({type: 'workers', run, ids: [0, 1, 2, 3, 4], labels, kinds: Array(5).fill('worker')});
   const tasks = {g: [], w: [], s: [], e: []};
   const acts = {w: [], k: [], g: [], s: [], e: [], b: []};
-  const xfer = {s: [], e: [], src: [], dst: [], b: [], inc: []};
-  for (let lane = 0; lane < 4; lane++) {
-    const end = lane >= 2 ? 3.0 : 4.0;
+  const xfer = {s: [], e: [], src: [], dst: [], b: [], inc: [], ty: []};
+  for (let lane = 0; lane < 5; lane++) {
+    const end = lane >= 2 && lane < 4 ? 3.0 : 4.0;
     for (let k = 0; ; k++) {
       const start = 0.05 + k * 0.1;
       if (start + 0.07 > end) break;
+      if (lane === 4 && start < 1.25) continue;
       const g = k % 3;
       tasks.g.push(g); tasks.w.push(lane); tasks.s.push(start); tasks.e.push(start + 0.07);
-      if (k % 2 === 0) {
+      if (lane < 4 && k % 2 === 0) {
         acts.w.push(lane); acts.k.push(0); acts.g.push(g);
         acts.s.push(start - 0.028); acts.e.push(start - 0.002); acts.b.push(1e6);
         xfer.s.push(start - 0.028); xfer.e.push(start - 0.002);
         xfer.src.push(lane >= 2 ? 0 : 1); xfer.dst.push(lane >= 2 ? 1 : 0); xfer.b.push(1e6); xfer.inc.push(1);
+        xfer.ty.push(lane >= 2 ? 0 : 1);
       }
       if (lane === 0 && k % 5 === 1) {
         acts.w.push(lane); acts.k.push(2); acts.g.push(g);
@@ -93,9 +102,11 @@ async ({run, a, b, c}) => {
        [new Uint16Array(acts.w).buffer, new Uint8Array(acts.k).buffer, new Uint16Array(acts.g).buffer,
         new Float32Array(acts.s).buffer, new Float32Array(acts.e).buffer, new Float64Array(acts.b).buffer]);
   const nt = xfer.s.length;
-  send({type: 'transfers', run, n: nt, base: 0, addresses: [a, b], columns: ['start', 'stop', 'source', 'destination', 'bytes', 'incoming']},
+  send({type: 'transfers', run, n: nt, base: 0, addresses: [a, b], types: ['numpy.ndarray', HTML_TYPE],
+        columns: ['start', 'stop', 'source', 'destination', 'bytes', 'incoming', 'type']},
        [new Float32Array(xfer.s).buffer, new Float32Array(xfer.e).buffer, new Uint16Array(xfer.src).buffer,
-        new Uint16Array(xfer.dst).buffer, new Float64Array(xfer.b).buffer, new Uint8Array(xfer.inc).buffer]);
+        new Uint16Array(xfer.dst).buffer, new Float64Array(xfer.b).buffer, new Uint8Array(xfer.inc).buffer,
+        new Uint16Array(xfer.ty).buffer]);
   for (const [source, end, spill] of [[a, 4.0, true], [b, 3.0, false]]) {
     const t = [], mg = [], um = [], sp = [];
     for (let i = 0; i * 0.1 <= end + 1e-9; i++) {
@@ -209,6 +220,19 @@ def test_a_synthetic_cluster_run_shows_actions_memory_exceptions_and_lost_worker
     assert B in tooltip.inner_text()
     page.mouse.move(5, 1190)
 
+    # the worker that joined at 1 s: its lane is marked empty before, a tooltip says when
+    _wait_canvas(page, STREAM, "joined", "v === '1'")
+    assert page.locator(STREAM).get_attribute("data-joined-workers") == C
+    t = 0.5
+    x = box["x"] + GUTTER + (t - v0) / (v1 - v0) * (box["width"] - GUTTER)
+    lane4_top = AXIS + 3 * 14 + 4 * 18  # under the bands of A, B and C and their 4 lanes
+    page.mouse.move(x, box["y"] + lane4_top + 5)
+    page.wait_for_function(
+        f"() => document.querySelector('{TOOLTIP}').innerText.includes('joined at 1 s')"
+    )
+    assert C in tooltip.inner_text()
+    page.mouse.move(5, 1190)
+
     # the tasks B took with it: outlined, and their hover says why they ran again
     _wait_canvas(page, STREAM, "reruns", "v === '2'")
     t = 0.05 + 0.035  # middle of B's first task
@@ -226,6 +250,18 @@ def test_a_synthetic_cluster_run_shows_actions_memory_exceptions_and_lost_worker
     assert f"{A} → {B}" in listed, listed
     assert f"{B} → {A}" in listed, listed
     assert "Bandwidth by worker pair" in listed, listed
+
+    # and per type of data moved (protocol 1.3), most bytes first; type names are text
+    types = page.locator(".jp-DaskProfile-bandwidthTypes")
+    assert types.get_attribute("data-types") == "2"
+    rows = types.locator("tr").all_inner_texts()
+    assert "Bandwidth by type" in rows[0], rows
+    assert rows[1].startswith(HTML_TYPE), rows  # 40 transfers of 1 MB to A
+    assert rows[2].startswith("numpy.ndarray"), rows  # 30 to B
+    assert types.locator("img").count() == 0
+    page.locator(".jp-DaskProfile-memory").screenshot(
+        path=str(screenshots / "panel-bandwidth-synthetic.png")
+    )
 
     # the memory view: stacked layers, both workers in the picker
     blue, grey = color_share(page, MEMORY, [MANAGED_BLUE, SPILLED_GREY])
@@ -279,6 +315,23 @@ COMPUTE = "\n".join(
         "    client.submit(fail, 0, pure=False).result()",
         "except ZeroDivisionError as e:",
         "    print('RAISED', type(e).__name__)",
+    ]
+)
+
+# 40 naps of 0.25 s on the 2 workers' 4 threads, the cluster scaled to 3 workers, then 60
+# more naps once the third is there (root tasks wait on the scheduler: it takes some)
+SCALE_UP = "\n".join(
+    [
+        "import time, dask",
+        "def nap(i):",
+        "    time.sleep(0.25)",
+        "    return i",
+        "naps = client.compute([dask.delayed(nap)(i) for i in range(40)])",
+        "cluster.scale(3)",
+        "client.wait_for_workers(3, timeout=120)",
+        "naps += client.compute([dask.delayed(nap)(i) for i in range(40, 100)])",
+        "print('NAPPED', sum(client.gather(naps)))",
+        "print('WORKERS_NOW', *sorted(client.scheduler_info()['workers']))",
     ]
 )
 
@@ -369,9 +422,16 @@ def test_a_cluster_run_shows_transfers_memory_and_its_exception(
         assert "Workers 2" in summary, summary
         assert "Transferred" in summary, summary
 
-        # the memory view drew the workers' memory (summed)
+        # the memory view drew the workers' memory (summed); under it the bandwidth per
+        # type of data moved: the matmul's blocks are numpy arrays
         (blue,) = color_share(page, MEMORY, [MANAGED_BLUE])
         assert blue > 0.01, blue
+        types = page.locator(".jp-DaskProfile-bandwidthTypes")
+        assert int(types.get_attribute("data-types") or 0) >= 1
+        assert "numpy.ndarray" in types.inner_text(), types.inner_text()
+        page.locator(".jp-DaskProfile-memory").screenshot(
+            path=str(screenshots / "panel-bandwidth-live.png")
+        )
 
         # zoomed onto a transfer: red along the bottom of its lane
         zoomed = page.evaluate(ZOOM_TRANSFER_JS)
@@ -406,6 +466,17 @@ def test_a_cluster_run_shows_transfers_memory_and_its_exception(
             raise AssertionError(f"{exc}\nbefore: {tables}\nreplayed: {_tables(page)}") from exc
         replayed = _tables(page)
         assert {k: replayed[k] for k in same} == {k: tables[k] for k in same}, (tables, replayed)
+
+        # the cluster scales up during a compute: the new worker's lanes start with it
+        out = run_code(page, SCALE_UP, timeout=SLOW)
+        new = set(output_value(out, "WORKERS_NOW").split()) - set(workers)
+        assert len(new) == 1, out
+        wait_data(page, "runs", "Number(v) >= 2", timeout=SLOW)
+        wait_data(page, "run-state", "v === 'finished'", timeout=SLOW)
+        _wait_canvas(page, STREAM, "joined", "v === '1'")
+        marked = page.locator(STREAM).get_attribute("data-joined-workers")
+        assert marked == new.pop(), (marked, out)
+        page.locator(STREAM).screenshot(path=str(screenshots / "panel-cluster-joined.png"))
     finally:
         run_code(page, CLOSE, timeout=SLOW)
     assert output_value(run_code(page, CHILDREN), "CLUSTER_PROCS") == "0"

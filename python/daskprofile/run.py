@@ -468,8 +468,8 @@ class Run:
             self.meta.errors.append({"collector": "findings", "error": repr(exc)})
             self._findings = []
             return []
-        keys = ("kind", "group", "impact_s", "share", "message", "suggestion")
-        return [{k: row[k] for k in keys} for row in rows]
+        first = self.dropped("tasks")  # protocol row index of the table's first row
+        return [_summary_finding(row, first) for row in rows]
 
     def __repr__(self) -> str:
         state = "finished" if self.finished else "live"
@@ -660,6 +660,22 @@ def _cluster_summary(described: Any) -> dict[str, Any] | None:
         "threads": sum(int(w.get("nthreads", 0) or 0) for w in infos),
         "memory_limit": sum(int(w.get("memory_limit", 0) or 0) for w in infos),
     }
+
+
+#: most task rows a summary finding names (a longer chain lists its first ones)
+SUMMARY_ROWS = 5_000
+
+
+def _summary_finding(row: Mapping[str, Any], first: int) -> dict[str, Any]:
+    """A finding as the summary (and ``run_end``) carries it: its texts and figures, the
+    ``groups`` it concerns and, for a chain, its task ``rows`` (protocol row indices, in
+    order, at most :data:`SUMMARY_ROWS`), so that the views can highlight them."""
+    keys = ("kind", "group", "impact_s", "share", "message", "suggestion")
+    out = {k: row[k] for k in keys}
+    out["groups"] = list(row.get("groups") or [])
+    if row.get("rows") is not None:
+        out["rows"] = [first + int(r) for r in row["rows"][:SUMMARY_ROWS]]
+    return out
 
 
 def _error_counts(tasks: Table) -> dict[str, int]:

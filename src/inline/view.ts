@@ -1,9 +1,10 @@
 /**
- * The inline view of one finished run: the panel's own views (run summary, progress, task
- * stream, CPU/memory, a cluster's memory and bandwidth, cache, exceptions, flame graph)
- * over a model fed with the run's replayed protocol messages, without JupyterLab or a
- * kernel connection. Used by the standalone bundle (index.ts) that the kernel side inlines
- * in a notebook output; the same drawing code as the panel, so the two read alike.
+ * The inline view of one finished run: the panel's own views (run summary, findings,
+ * progress, task stream, CPU/memory, a cluster's memory and bandwidth, cache, exceptions,
+ * flame graph) over a model fed with the run's replayed protocol messages, without
+ * JupyterLab or a kernel connection. Used by the standalone bundle (index.ts) that the
+ * kernel side inlines in a notebook output; the same drawing code as the panel, so the two
+ * read alike. The findings open the body; a click on one highlights it, as in the panel.
  *
  * Things the panel asks the kernel for (task keys, exports, pause) are not available: the
  * payload carries what the kernel side chose to include (e.g. the keys of small runs),
@@ -14,6 +15,7 @@ import { formatCount } from '../format';
 import { ProfileModel, RunData } from '../model';
 import { CanvasView } from '../views/canvas';
 import { ExceptionsView } from '../views/exceptions';
+import { FindingsView } from '../views/findings';
 import { FlameGraphView } from '../views/flameGraph';
 import { MemoryView } from '../views/memory';
 import { ProgressView } from '../views/progress';
@@ -93,6 +95,7 @@ export class InlineView {
     const model = this.model;
     this.runBar = new RunBar(model);
     this.spans = new SpanSelect(model);
+    this.findings = new FindingsView(model, { heading: false });
     this.progress = new ProgressView(model);
     this.taskStream = new TaskStreamView(model, this.viewport);
     this.resources = new ResourcesView(model, this.viewport);
@@ -101,6 +104,12 @@ export class InlineView {
     this.exceptions = new ExceptionsView(model);
     this.flame = new FlameGraphView(model, this.viewport);
     this.source = new SourceView({ onClose: () => this._mirror() });
+    this.findingsSection = section(
+      'findings',
+      'Findings',
+      true,
+      this.findings.node
+    );
     this.sourceLink = new FlameSourceLink(this.flame, this.source, model, () =>
       this._mirror()
     );
@@ -119,6 +128,9 @@ export class InlineView {
   readonly viewport: TimeViewport;
   readonly runBar: RunBar;
   readonly spans: SpanSelect;
+  /** The run's top findings, in a section that opens the body (hidden when none). */
+  readonly findings: FindingsView;
+  readonly findingsSection: HTMLDetailsElement;
   readonly progress: ProgressView;
   readonly taskStream: TaskStreamView;
   readonly resources: ResourcesView;
@@ -198,6 +210,7 @@ export class InlineView {
     this.sourceSlot.append(this.source.node);
     const body = document.createElement('div');
     body.className = 'jp-DaskProfile-body';
+    body.append(this.findingsSection);
     if (payload.code !== null) {
       const code = document.createElement('pre');
       code.className = 'jp-DaskProfile-traceback';
@@ -238,6 +251,8 @@ export class InlineView {
     }
     this.model.flush();
     this.runBar.render();
+    this.findings.render();
+    this.findingsSection.hidden = this.findings.node.hidden;
   }
 
   private _listen(): void {
@@ -305,6 +320,8 @@ export class InlineView {
       groups: String(run?.groupsByName.size ?? 0),
       workers: String(run?.workers.size ?? 0),
       flameNodes: String(this.flame.nodeCount),
+      findings: String(this.findings.count),
+      highlight: this.model.highlight?.kind ?? '',
       rejected: String(this.model.rejected),
       source: this.source.identifier ?? '',
       theme: this.root.classList.contains(STANDALONE_CLASS)

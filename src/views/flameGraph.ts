@@ -4,7 +4,8 @@
  * source view), click an ancestor (or double-click) to zoom out, search highlights
  * matching frames, a group filter keeps one task group, and the task stream's selected
  * time range restricts the samples to the sampler cycles overlapping it. Hover shows a
- * frame's samples and estimated seconds (sourceLines.sampleScale).
+ * frame's samples and estimated seconds (sourceLines.sampleScale). A picked finding that
+ * names one group (the model's highlight) picks that group in the filter while it lasts.
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
@@ -18,6 +19,7 @@ import {
   IFlameRect,
   layoutFlame
 } from '../flame';
+import { singleGroup } from '../findings';
 import { formatCount, formatDuration } from '../format';
 import { ChangeKind, ProfileModel, RunData, stacksInRange } from '../model';
 import { ISampleScale, NO_SCALE, runSampleScale } from '../sourceLines';
@@ -225,6 +227,7 @@ export class FlameGraphView extends CanvasView {
         ? `${(layout.matchedFraction * 100).toFixed(1)} % match`
         : '';
     this.node.dataset.flameNodes = String(this._nodeCount);
+    this.node.dataset.group = this._group;
     this._changed.emit();
     this.schedule();
   }
@@ -291,6 +294,7 @@ export class FlameGraphView extends CanvasView {
     const names = run ? [...run.stacks.keys()].sort() : [];
     const key = names.join('\u0000');
     if (key === this._groupsKey) {
+      this._groupSelect.value = this._group; // e.g. picked by a finding
       return;
     }
     this._groupsKey = key;
@@ -330,14 +334,43 @@ export class FlameGraphView extends CanvasView {
     if (changes.has('current')) {
       this._focus = [];
       this._group = '';
+      this._groupOfFinding = '';
     }
+    const picked =
+      (changes.has('highlight') || changes.has('current')) &&
+      this._followHighlight();
     if (
+      picked ||
       changes.has('stacks') ||
       changes.has('current') ||
       changes.has('runs')
     ) {
       this._rebuild();
     }
+  }
+
+  /**
+   * Pick the group of the highlighted finding (one group, with samples), or put back
+   * 'All groups' when the group it picked is cleared; whether the filter changed.
+   */
+  private _followHighlight(): boolean {
+    const name = singleGroup(this._model.highlight);
+    const run = this._model.current;
+    if (name !== null && run?.stacks.has(name)) {
+      const changed = this._group !== name;
+      this._group = name;
+      this._groupOfFinding = name;
+      this._focus = changed ? [] : this._focus;
+      return changed;
+    }
+    const restore =
+      this._groupOfFinding !== '' && this._group === this._groupOfFinding;
+    this._groupOfFinding = '';
+    if (restore) {
+      this._group = '';
+      this._focus = [];
+    }
+    return restore;
   }
 
   private _onViewport(): void {
@@ -451,6 +484,8 @@ export class FlameGraphView extends CanvasView {
   private _focus: string[] = [];
   private _query = '';
   private _group = '';
+  /** The group the highlighted finding picked ('' when it picked none). */
+  private _groupOfFinding = '';
   private _groupsKey = '\u0001';
   private _selectionKey = '';
   private _hover: IFlameRect | null = null;

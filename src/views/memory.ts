@@ -3,18 +3,21 @@
  * unmanaged and spilled bytes stacked (distributed's colours), summed over the workers or
  * for the one picked, with the memory limit as a dashed line (named instead when far
  * above the memory used); and the bandwidth of the workers' incoming transfers (bytes/s,
- * ~50 bins over the window) as a red step line on a scale of its own. Under it, a table of
- * the bytes moved per (source → destination) pair of workers (the `transfers` messages
- * carry no type of data, so no table per type). Hidden for runs that have neither (local
- * runs, 1.1 kernels).
+ * ~50 bins over the window) as a red step line on a scale of its own. Under it, side by
+ * side, tables of the bytes moved per (source → destination) pair of workers and per type
+ * of data moved (protocol 1.3; none from older kernels), as distributed's Bandwidth tabs.
+ * Addresses and type names are data: set as text. Hidden for runs that have neither
+ * memory nor transfers (local runs, 1.1 kernels).
  */
 
 import {
   bandwidth,
   ClusterTables,
   IMemoryStack,
+  IMoved,
   memoryStack,
-  pairBandwidth
+  pairBandwidth,
+  typeBandwidth
 } from '../clusterTables';
 import { formatBytes, formatCount } from '../format';
 import { decimate, stepVertices } from '../lod';
@@ -42,6 +45,51 @@ const ALL = '';
 const LIMIT_SCALE = 3;
 /** Pairs of workers listed under the chart (the others counted in a last row). */
 export const PAIR_ROWS = 8;
+/** Types of data listed under the chart (the others counted in a last row). */
+export const TYPE_ROWS = 8;
+
+/** A table row of `cells` (text): the first left-aligned, the others right-aligned. */
+function tableRow(cells: string[], tag: 'td' | 'th' = 'td'): HTMLElement {
+  const tr = document.createElement('tr');
+  cells.forEach((text, i) => {
+    const cell = document.createElement(tag);
+    cell.textContent = text;
+    cell.style.padding = '0 8px 0 0';
+    cell.style.textAlign = i === 0 ? 'left' : 'right';
+    tr.append(cell);
+  });
+  return tr;
+}
+
+/**
+ * Fill `table` with a header row and the first `max` `entries` (named by `name`: text),
+ * then a row counting the others (`… 3 more pairs`); hidden when there are none.
+ */
+function fillMoved<T extends IMoved>(
+  table: HTMLTableElement,
+  title: string,
+  entries: T[],
+  name: (entry: T) => string,
+  max: number,
+  more: string
+): void {
+  table.style.display = entries.length > 0 ? '' : 'none';
+  const rows = entries
+    .slice(0, max)
+    .map(e =>
+      tableRow([
+        name(e),
+        formatBytes(e.bytes),
+        formatCount(e.transfers),
+        `${formatBytes(e.bandwidth)}/s`
+      ])
+    );
+  if (entries.length > max) {
+    rows.push(tableRow([`… ${formatCount(entries.length - max)} ${more}`]));
+  }
+  const head = tableRow([title, 'bytes', 'transfers', 'bytes/s'], 'th');
+  table.replaceChildren(...(entries.length > 0 ? [head, ...rows] : []));
+}
 
 /** Managed, managed + unmanaged and the total at each time: the stack's upper edges. */
 function cumulative(stack: IMemoryStack): Float64Array[] {
@@ -74,12 +122,23 @@ export class MemoryView extends TimeSeriesView {
     this.toolbar.append(this.picker, ...this._legend());
     this.node.prepend(this.toolbar);
     this.pairs.className = 'jp-DaskProfile-bandwidthPairs';
-    Object.assign(this.pairs.style, {
-      fontSize: 'var(--jp-ui-font-size0)',
-      borderCollapse: 'collapse',
-      margin: '2px 0 2px 4px'
+    this.types.className = 'jp-DaskProfile-bandwidthTypes';
+    for (const table of [this.pairs, this.types]) {
+      Object.assign(table.style, {
+        fontSize: 'var(--jp-ui-font-size0)',
+        borderCollapse: 'collapse',
+        margin: '2px 0 2px 4px',
+        alignSelf: 'flex-start'
+      });
+    }
+    this.bandwidthTables.className = 'jp-DaskProfile-bandwidthTables';
+    Object.assign(this.bandwidthTables.style, {
+      display: 'flex',
+      flexWrap: 'wrap',
+      gap: '0 24px'
     });
-    this.node.append(this.pairs);
+    this.bandwidthTables.append(this.pairs, this.types);
+    this.node.append(this.bandwidthTables);
     model.changed.connect(this._sync, this);
     this._sync();
   }
@@ -93,8 +152,10 @@ export class MemoryView extends TimeSeriesView {
   /** The worker picker and the legend, above the canvas. */
   readonly toolbar = document.createElement('div');
   readonly picker = document.createElement('select');
-  /** Bytes moved per pair of workers, under the chart. */
+  /** Bytes moved per pair of workers and per type of data, side by side under the chart. */
+  readonly bandwidthTables = document.createElement('div');
   readonly pairs = document.createElement('table');
+  readonly types = document.createElement('table');
 
   dispose(): void {
     this.model.changed.disconnect(this._sync, this);
@@ -334,7 +395,7 @@ export class MemoryView extends TimeSeriesView {
     this._syncPairs(tables);
   }
 
-  /** The pairs table, rebuilt when transfers came (or the run changed). */
+  /** The pair and type tables, rebuilt when transfers came (or the run changed). */
   private _syncPairs(tables: ClusterTables | undefined): void {
     const n = tables?.transfers.length ?? 0;
     if (tables === this._pairsFor && n === this._pairsRows) {
@@ -343,37 +404,25 @@ export class MemoryView extends TimeSeriesView {
     this._pairsFor = tables;
     this._pairsRows = n;
     const pairs = tables && n > 0 ? pairBandwidth(tables.transfers) : [];
-    this.pairs.style.display = pairs.length > 0 ? '' : 'none';
+    const types = tables && n > 0 ? typeBandwidth(tables.transfers) : [];
     this.pairs.dataset.pairs = String(pairs.length);
-    const row = (cells: string[], tag: 'td' | 'th' = 'td') => {
-      const tr = document.createElement('tr');
-      cells.forEach((text, i) => {
-        const cell = document.createElement(tag);
-        cell.textContent = text;
-        cell.style.padding = '0 8px 0 0';
-        cell.style.textAlign = i === 0 ? 'left' : 'right';
-        tr.append(cell);
-      });
-      return tr;
-    };
-    const rows = pairs
-      .slice(0, PAIR_ROWS)
-      .map(p =>
-        row([
-          `${p.source} → ${p.destination}`,
-          formatBytes(p.bytes),
-          formatCount(p.transfers),
-          `${formatBytes(p.bandwidth)}/s`
-        ])
-      );
-    if (pairs.length > PAIR_ROWS) {
-      rows.push(row([`… ${formatCount(pairs.length - PAIR_ROWS)} more pairs`]));
-    }
-    const head = row(
-      ['Bandwidth by worker pair', 'bytes', 'transfers', 'bytes/s'],
-      'th'
+    this.types.dataset.types = String(types.length);
+    fillMoved(
+      this.pairs,
+      'Bandwidth by worker pair',
+      pairs,
+      p => `${p.source} → ${p.destination}`,
+      PAIR_ROWS,
+      'more pairs'
     );
-    this.pairs.replaceChildren(...(pairs.length > 0 ? [head, ...rows] : []));
+    fillMoved(
+      this.types,
+      'Bandwidth by type',
+      types,
+      t => t.type,
+      TYPE_ROWS,
+      'more types'
+    );
   }
 
   private _selected = ALL;

@@ -6,6 +6,7 @@ import { ChangeKind, ProfileModel } from '../model';
 import { INSTALL_HINT } from '../protocol';
 import { CanvasView } from './canvas';
 import { ExceptionsView } from './exceptions';
+import { FindingsView } from './findings';
 import { FlameGraphView } from './flameGraph';
 import { MemoryView } from './memory';
 import { ProgressView } from './progress';
@@ -26,7 +27,7 @@ export interface IPanelOptions {
 
 /**
  * The "Dask Profile" panel, in a sidebar or the main area: a header with the followed
- * kernel and the run bar, then progress, task stream, CPU/memory lines, a cluster's memory
+ * kernel, the run bar and the run's findings (a click highlights one in the views), then progress, task stream, CPU/memory lines, a cluster's memory
  * and bandwidth, cache lines, a cluster's exceptions, and the flame graph with the source
  * view of the function last clicked (below it; Escape or its × closes it). The model's
  * state is mirrored in data attributes on the panel node (for tests and styling).
@@ -52,12 +53,14 @@ export class ProfilePanel extends Widget {
     this._notice.className = 'jp-DaskProfile-notice';
     this.runBar = new RunBar(model);
     this.spans = new SpanSelect(model);
+    this.findings = new FindingsView(model);
     header.append(
       titleRow,
       this._kernel,
       this._status,
       this._notice,
       this.runBar.node,
+      this.findings.node,
       this.spans.node
     );
 
@@ -124,6 +127,8 @@ export class ProfilePanel extends Widget {
   readonly tools = document.createElement('div');
   readonly viewport: TimeViewport;
   readonly runBar: RunBar;
+  /** The run's top findings (hidden when none): a click highlights one. */
+  readonly findings: FindingsView;
   /** The span selector (shown when the run has spans): filters every view. */
   readonly spans: SpanSelect;
   readonly progress: ProgressView;
@@ -173,6 +178,7 @@ export class ProfilePanel extends Widget {
     this.source.dispose();
     this.exceptions.dispose();
     this.runBar.dispose();
+    this.findings.dispose();
     this.spans.dispose();
     super.dispose();
   }
@@ -264,6 +270,8 @@ export class ProfilePanel extends Widget {
     data.paused = String(model.paused);
     data.spans = String(run?.spanNames.size ?? 0);
     data.span = model.spanFilter ?? '';
+    data.findings = String(run?.findings.length ?? 0);
+    data.highlight = model.highlight?.kind ?? '';
     data.rejected = String(model.rejected);
     const dataset = this.node.dataset;
     for (const [key, value] of Object.entries(data)) {

@@ -6,15 +6,19 @@
  * under its address, with a separator between groups (lanes.ts); local runs are ungrouped.
  * A cluster run's actions (protocol 1.2: transfers red, disk reads and writes orange,
  * deserialization grey, as distributed draws them) are thinner bars along the bottom of
- * their lane, over the tasks; a worker that left has its lanes hatched from then on.
- * With a span picked (the model's span filter) the tasks of other spans are dimmed.
+ * their lane, over the tasks; a worker's lanes start and end with it: hatched before it
+ * joined (faintly, with a line when it joined) and from when it left.
+ * With a span picked (the model's span filter) the tasks of other spans are dimmed; with
+ * a finding picked (the model's highlight) the tasks it does not name are dimmed too.
  */
 
 import {
   actionColor,
   actionName,
   actionText,
+  joinedText,
   leftText,
+  lifeText,
   rerunText
 } from '../clusterTables';
 import { formatDuration, formatTick, niceTicks } from '../format';
@@ -27,6 +31,8 @@ import {
   RectBuffer
 } from '../lod';
 import {
+  absences,
+  absentAt,
   ILaneGeometry,
   ILaneLayout,
   laneAt,
@@ -37,6 +43,7 @@ import {
 import { ChangeKind, ProfileModel, RunData } from '../model';
 import { IClusterWorker } from '../protocol';
 import { groupsInSpan } from '../spans';
+import { dimOutside } from '../findings';
 import { CanvasView, fitText, fitTextEnd, GUTTER, Tooltip } from './canvas';
 import { TimeViewport } from './viewport';
 
@@ -182,7 +189,7 @@ export class TaskStreamView extends CanvasView {
     ctx.beginPath();
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
     ctx.clip();
-    const left = this._drawLeft(ctx, run, layout, geometry, v0, v1, plotW);
+    const absent = this._drawAbsent(ctx, run, layout, geometry, v0, v1, plotW);
     const reruns = this._drawReruns(ctx, run, v0, v1, plotW);
     this._drawHover(ctx, run, v0, v1, plotW);
     this._drawSelection(ctx, v0, v1, plotW, height);
@@ -192,7 +199,9 @@ export class TaskStreamView extends CanvasView {
     this.canvas.dataset.rects = String(buffer.length);
     this._countDimmed(run);
     this.canvas.dataset.actions = String(this._actionRects.length);
-    this.canvas.dataset.left = String(left);
+    this.canvas.dataset.left = String(absent.left);
+    this.canvas.dataset.joined = String(absent.joined.length);
+    this.canvas.dataset.joinedWorkers = absent.joined.join(' ');
     this.canvas.dataset.reruns = String(reruns);
     this.canvas.dataset.lanes = String(layout.order.length);
     this.canvas.dataset.groups = String(layout.groups.length);
@@ -252,7 +261,7 @@ export class TaskStreamView extends CanvasView {
       );
     }
     const dim = Math.max(1, run.groups.length); // the colour of other spans' tasks
-    const groups = dim + (this._model.spanMask(run) ? 1 : 0);
+    const groups = dim + (this._dims(run) ? 1 : 0);
     const faint = dimColor(parseCssColor(theme.muted) ?? [128, 128, 128], bg);
     const palette = this._palette(
       groups,
@@ -289,27 +298,57 @@ export class TaskStreamView extends CanvasView {
     ctx.putImageData(this._image, px, py);
   }
 
-  /** Each row's group, or the dim colour's index for rows outside the picked span. */
+  /** Whether some rows are dimmed (a span or a finding is picked). */
+  private _dims(run: RunData): boolean {
+    return (
+      this._model.spanMask(run) !== null ||
+      this._model.highlightMask(run) !== null
+    );
+  }
+
+  /**
+   * Each row's group, or the dim colour's index for rows outside the picked span or not
+   * named by the picked finding.
+   */
   private _groupsShown(run: RunData): ArrayLike<number> {
     const mask = this._model.spanMask(run);
-    if (!mask) {
+    const highlight = this._model.highlightMask(run);
+    if (!mask && !highlight) {
       return run.taskGroup.data;
     }
     const n = run.taskCount;
     const key = this._inSpanKey;
-    if (key.run !== run || key.mask !== mask || key.n !== n) {
+    if (
+      key.run !== run ||
+      key.mask !== mask ||
+      key.highlight !== highlight ||
+      key.n !== n
+    ) {
       const dim = Math.max(1, run.groups.length);
-      const data = [run.taskGroup.data, run.taskSpan.data] as const;
-      this._inSpan = groupsInSpan(...data, mask, n, dim, this._inSpan);
-      this._inSpanKey = { run, mask, n };
+      let shown: ArrayLike<number> = run.taskGroup.data;
+      if (mask) {
+        const data = [run.taskGroup.data, run.taskSpan.data] as const;
+        this._inSpan = groupsInSpan(...data, mask, n, dim, this._inSpan);
+        shown = this._inSpan;
+      }
+      if (highlight) {
+        this._inSpan = dimOutside(shown, highlight, n, dim, this._inSpan);
+      }
+      this._inSpanKey = { run, mask, highlight, n };
     }
     return this._inSpan;
   }
 
-  /** Rectangles of the picked span's tasks and of the others (dimmed), in data-*. */
+  /**
+   * Rectangles of the tasks shown and of the others (dimmed), in data-*; `highlight`:
+   * the kind of the finding picked ('' when none).
+   */
   private _countDimmed(run: RunData): void {
     const rects = this._rects;
-    const dim = this._model.spanMask(run) ? Math.max(1, run.groups.length) : -1;
+    const dim = this._dims(run) ? Math.max(1, run.groups.length) : -1;
+    this.canvas.dataset.highlight = this._model.highlightMask(run)
+      ? (this._model.highlight?.kind ?? '')
+      : '';
     let dimmed = 0;
     for (let i = 0; i < rects.length; i++) {
       dimmed += rects.group[i] === dim ? 1 : 0;
@@ -337,10 +376,12 @@ export class TaskStreamView extends CanvasView {
   }
 
   /**
-   * The lanes of each worker that left the cluster, hatched from when it left, with a line
-   * at that moment. Returns how many workers are marked.
+   * The lanes of each cluster worker where it was not there: before it joined (a faint
+   * hatch, a line in the accent colour when it joined) and from when it left (hatched in
+   * the warning colour, a line when it left). Returns how many workers are marked left
+   * and the addresses of those marked joined.
    */
-  private _drawLeft(
+  private _drawAbsent(
     ctx: CanvasRenderingContext2D,
     run: RunData,
     layout: ILaneLayout,
@@ -348,24 +389,31 @@ export class TaskStreamView extends CanvasView {
     v0: number,
     v1: number,
     plotW: number
-  ): number {
-    let marked = 0;
+  ): { left: number; joined: string[] } {
+    const marked = { left: 0, joined: [] as string[] };
     const { tops, laneHeight } = geometry;
     const k = plotW / (v1 - v0);
+    const x = (t: number) => GUTTER + (t - v0) * k;
     for (const group of layout.groups) {
       const worker = group.local ? undefined : run.tables.worker(group.label);
-      if (!worker || worker.left === null || worker.left > v1) {
+      if (!worker) {
         continue;
       }
-      marked++;
-      const x = Math.max(GUTTER, GUTTER + (worker.left - v0) * k);
       const y0 = AXIS + tops[group.first];
       const y1 = AXIS + tops[group.first + group.count - 1] + laneHeight;
-      ctx.fillStyle = this._hatch(ctx);
-      ctx.fillRect(x, y0, GUTTER + plotW - x, y1 - y0);
-      if (worker.left >= v0) {
-        ctx.fillStyle = this.theme.warn;
-        ctx.fillRect(Math.round(x) - 1, y0, 2, y1 - y0);
+      for (const gap of absences(worker.joined, worker.left, v0, v1)) {
+        const joined = gap.why === 'joined';
+        if (joined) {
+          marked.joined.push(worker.address);
+        } else {
+          marked.left++;
+        }
+        ctx.fillStyle = this._hatch(ctx, joined);
+        ctx.fillRect(x(gap.from), y0, x(gap.to) - x(gap.from), y1 - y0);
+        if (gap.at >= v0 && gap.at <= v1) {
+          ctx.fillStyle = joined ? this.theme.accent : this.theme.warn;
+          ctx.fillRect(Math.round(x(gap.at)) - 1, y0, 2, y1 - y0);
+        }
       }
     }
     return marked;
@@ -412,30 +460,49 @@ export class TaskStreamView extends CanvasView {
     return drawn;
   }
 
-  /** Diagonal hatching in the theme's warning colour. */
-  private _hatch(ctx: CanvasRenderingContext2D): CanvasPattern | string {
+  /** Diagonal hatching in the theme's warning colour (`faint`: muted, for not yet joined). */
+  private _hatch(
+    ctx: CanvasRenderingContext2D,
+    faint = false
+  ): CanvasPattern | string {
     const theme = this.theme;
-    if (this._hatchFor !== theme) {
-      const tile = document.createElement('canvas');
-      tile.width = tile.height = 8;
-      const t = tile.getContext('2d');
-      if (t) {
-        t.strokeStyle = theme.warn;
-        t.globalAlpha = 0.55;
-        t.lineWidth = 1;
-        t.beginPath();
-        t.moveTo(0, 8);
-        t.lineTo(8, 0);
-        t.moveTo(-4, 4);
-        t.lineTo(4, -4);
-        t.moveTo(4, 12);
-        t.lineTo(12, 4);
-        t.stroke();
+    if (faint) {
+      if (this._faintFor !== theme) {
+        this._faintFor = theme;
+        this._faintPattern = this._hatchTile(ctx, theme.muted, 0.35);
       }
+      return this._faintPattern ?? 'rgba(128, 128, 128, 0.1)';
+    }
+    if (this._hatchFor !== theme) {
       this._hatchFor = theme;
-      this._hatchPattern = ctx.createPattern(tile, 'repeat');
+      this._hatchPattern = this._hatchTile(ctx, theme.warn, 0.55);
     }
     return this._hatchPattern ?? 'rgba(128, 128, 128, 0.2)';
+  }
+
+  /** An 8 px tile of diagonal lines in `color`, as a repeating pattern. */
+  private _hatchTile(
+    ctx: CanvasRenderingContext2D,
+    color: string,
+    alpha: number
+  ): CanvasPattern | null {
+    const tile = document.createElement('canvas');
+    tile.width = tile.height = 8;
+    const t = tile.getContext('2d');
+    if (t) {
+      t.strokeStyle = color;
+      t.globalAlpha = alpha;
+      t.lineWidth = 1;
+      t.beginPath();
+      t.moveTo(0, 8);
+      t.lineTo(8, 0);
+      t.moveTo(-4, 4);
+      t.lineTo(4, -4);
+      t.moveTo(4, 12);
+      t.lineTo(12, 4);
+      t.stroke();
+    }
+    return ctx.createPattern(tile, 'repeat');
   }
 
   private _drawAxis(
@@ -534,12 +601,12 @@ export class TaskStreamView extends CanvasView {
       }
       if (header > 0) {
         const worker = group.local ? undefined : run.tables.worker(group.label);
-        const left = worker ? leftText(worker) : '';
-        ctx.fillStyle = left ? theme.warn : theme.muted;
+        const life = worker ? lifeText(worker) : '';
+        ctx.fillStyle = worker && leftText(worker) ? theme.warn : theme.muted;
         ctx.fillText(
           fitText(
             ctx,
-            left ? `${group.label} · ${left}` : group.label,
+            life ? `${group.label} · ${life}` : group.label,
             width - 8
           ),
           4,
@@ -686,6 +753,7 @@ export class TaskStreamView extends CanvasView {
       changes.has('actions') ||
       changes.has('clusterWorkers') ||
       changes.has('filter') ||
+      changes.has('highlight') ||
       changes.has('summary')
     ) {
       this.update();
@@ -795,7 +863,8 @@ export class TaskStreamView extends CanvasView {
   /**
    * What is under time `t`, `y` pixels below the axis, in the layout of the frame on
    * screen (y -> lane -> worker): a task, else an action (preferred along the lane's
-   * bottom band, where actions are drawn), else the hatched lanes of a worker that left.
+   * bottom band, where actions are drawn), else the hatched lanes of a worker not there
+   * then (before it joined or after it left: `left` holds that worker).
    */
   private _hitTest(
     run: RunData,
@@ -827,7 +896,7 @@ export class TaskStreamView extends CanvasView {
       g => laneNo >= g.first && laneNo < g.first + g.count && !g.local
     );
     const gone = group ? run.tables.worker(group.label) : undefined;
-    return gone && gone.left !== null && t >= gone.left
+    return gone && absentAt(gone.joined, gone.left, t) !== null
       ? { row: -1, action: -1, left: gone }
       : none;
   }
@@ -851,10 +920,12 @@ export class TaskStreamView extends CanvasView {
     }
     if (run && row < 0 && this._hoverLeft) {
       const w = this._hoverLeft;
+      const t = this._timeAt(this._mouse[0]);
+      const why = absentAt(w.joined, w.left, t);
       this._tooltip.show(
         [
           ['worker', w.address],
-          ['', leftText(w)]
+          ['', why === 'joined' ? joinedText(w) : leftText(w)]
         ],
         this._mouse[0],
         this._mouse[1]
@@ -932,6 +1003,8 @@ export class TaskStreamView extends CanvasView {
   private _actionRects = new RectBuffer();
   private _hatchFor: unknown = null;
   private _hatchPattern: CanvasPattern | null = null;
+  private _faintFor: unknown = null;
+  private _faintPattern: CanvasPattern | null = null;
   private _mouse: [number, number] = [0, 0];
   private _drag: {
     x: number;
@@ -946,6 +1019,7 @@ export class TaskStreamView extends CanvasView {
   private _inSpanKey: {
     run: RunData | null;
     mask: Uint8Array | null;
+    highlight: Uint8Array | null;
     n: number;
-  } = { run: null, mask: null, n: -1 };
+  } = { run: null, mask: null, highlight: null, n: -1 };
 }

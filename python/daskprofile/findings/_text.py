@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["finding", "pct", "secs", "size"]
@@ -40,10 +41,15 @@ def finding(  # noqa: PLR0917 - every rule builds its rows the same way
     evidence: dict[str, Any],
     message: str,
     suggestion: str,
+    *,
+    groups: Sequence[str] = (),
+    rows: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """One finding row (``share``: the impact as a share of the wall time)."""
+    """One finding row (``share``: the impact as a share of the wall time). ``groups``: the
+    task groups it concerns, ``rows``: the task rows it names (a chain's, in order), for
+    the views to highlight; neither is a column of :func:`~daskprofile.findings.frame`."""
     impact = max(0.0, float(impact))
-    return {
+    out = {
         "kind": kind,
         "group": group,
         "impact_s": impact,
@@ -51,7 +57,11 @@ def finding(  # noqa: PLR0917 - every rule builds its rows the same way
         "evidence": {k: _plain(v) for k, v in evidence.items()},
         "message": message,
         "suggestion": suggestion,
+        "groups": [str(g) for g in groups],
     }
+    if rows is not None:
+        out["rows"] = [int(r) for r in rows]
+    return out
 
 
 def _plain(value: Any) -> Any:

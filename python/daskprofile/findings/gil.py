@@ -130,7 +130,7 @@ def _judge(f: Facts, g: int, processes: int) -> dict[str, Any] | None:
         f"workers: with {int(usable)} cores, about {secs(impact)} saved; or move the hot loop "
         "to numpy/numba code that releases the GIL."
     )
-    return finding("gil-bound", name, impact, f.wall, evidence, message, suggestion)
+    return finding("gil-bound", name, impact, f.wall, evidence, message, suggestion, groups=[name])
 
 
 def _starved(coverage: float | None, idle: float | None) -> bool:

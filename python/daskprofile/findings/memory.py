@@ -51,7 +51,10 @@ def memory(f: Facts, available: float | None = None) -> list[dict[str, Any]]:
     )
     group = holders[0][0] if holders else ""
     # memory costs time only once it spills (spill-bound) or swaps: no time impact here
-    return [finding("memory", group, 0.0, f.wall, evidence, message, suggestion)]
+    held_groups = [str(g) for g, _ in holders]
+    return [
+        finding("memory", group, 0.0, f.wall, evidence, message, suggestion, groups=held_groups)
+    ]
 
 
 def _peak(f: Facts, available: float | None) -> tuple[float | None, float, float, str]:
@@ -158,5 +161,7 @@ def _by_group(  # noqa: PLR0917 - one call site, columns side by side
             else "Move less data between workers: fewer, larger workers; chunks aligned with "
             "the operation; avoid all-to-all steps (rechunk/shuffle) where you can."
         )
-        out.append(finding(kind, name, impact, f.wall, evidence, message, suggestion))
+        out.append(
+            finding(kind, name, impact, f.wall, evidence, message, suggestion, groups=[name])
+        )
     return out

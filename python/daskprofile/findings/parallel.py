@@ -141,7 +141,9 @@ def critical(f: Facts) -> list[dict[str, Any]]:
         "combine results with a tree reduction instead of a sequential fold, split long "
         "tasks into independent pieces."
     )
-    return [finding("critical-path", _arrow(names), impact, f.wall, evidence, message, suggestion)]
+    row = finding("critical-path", _arrow(names), impact, f.wall, evidence, message, suggestion,
+                  groups=_chain_groups(f, chain), rows=chain)  # fmt: skip
+    return [row]
 
 
 def _chain(f: Facts) -> tuple[float, list[int]]:
@@ -162,6 +164,11 @@ def _chain_names(f: Facts, chain: list[int]) -> list[str]:
         else:
             out.append((name, 1))
     return [name if n == 1 else f"{name} ({n})" for name, n in out]
+
+
+def _chain_groups(f: Facts, chain: list[int]) -> list[str]:
+    """The distinct groups of the chain's tasks, in the order the chain meets them."""
+    return list(dict.fromkeys(f.groups[int(f.group[row])] for row in chain))
 
 
 def _arrow(names: list[str], most: int = 5) -> str:
@@ -276,7 +283,11 @@ def overhead_bound(f: Facts) -> list[dict[str, Any]]:
             f"{n:,} -> ~{max(1, n // factor):,} tasks): larger chunks (dask.array "
             "chunks=/rechunk, more rows per partition, batching calls per delayed task)."
         )
-        out.append(finding("overhead-bound", name, impact, f.wall, evidence, message, suggestion))
+        out.append(
+            finding(
+                "overhead-bound", name, impact, f.wall, evidence, message, suggestion, groups=[name]
+            )
+        )
     return out
 
 

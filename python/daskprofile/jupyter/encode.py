@@ -6,8 +6,9 @@ and since 1.2 a cluster's ``actions``, ``memory`` and ``transfers``) travel as o
 little-endian typed array per column, in the order of ``data["columns"]``; their times are
 float32 offsets from the batch's ``base`` (seconds since the run's ``t0``). :func:`needs`
 says which protocol version a message needs and :func:`adapt` fits a message to a panel's
-version (a ``tasks`` batch loses its 1.2 ``span`` column): a panel is sent only what it
-can read. 1.3 added ``sources``, the text of the sampled functions.
+version (a ``tasks`` batch loses its 1.2 ``span`` column, a ``transfers`` batch its 1.3
+``type`` column): a panel is sent only what it can read. 1.3 added ``sources``, the text
+of the sampled functions, and the type of the data each transfer moved.
 :func:`decode` reads a message exactly as the panel does (``new Float32Array(buf)`` per
 column), so tests and benchmarks see what the browser sees.
 
@@ -31,6 +32,7 @@ __all__ = [
     "Message",
     "SOURCES_VERSION",
     "TABLES_VERSION",
+    "TYPES_VERSION",
     "action_lane",
     "adapt",
     "cluster_workers",
@@ -96,8 +98,12 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
-#: optional columns a batch may add after its own (protocol 1.2: a task's span id, 0: none)
-OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {"tasks": (("span", "<u2"),)}
+#: optional columns a batch may add after its own (protocol 1.2: a task's span id, 0: none;
+#: 1.3: the type of the data a transfer moved, an id into the run's ``types`` list)
+OPTIONAL_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "tasks": (("span", "<u2"),),
+    "transfers": (("type", "<u2"),),
+}
 
 #: columns holding times (float32 offsets from ``base`` on the wire)
 TIME_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -129,6 +135,13 @@ TABLE_TYPES = frozenset(
 SOURCES_VERSION = "1.3"
 #: at most this many lines of text per function in a ``sources`` message
 MAX_SOURCE_LINES = 300
+#: protocol version that added the ``type`` column (and ``types`` field) of ``transfers``
+TYPES_VERSION = "1.3"
+#: the version that added each optional column (and the batch fields that go with it)
+_OPTIONAL_SINCE: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("tasks", "span"): (TABLES_VERSION, ()),
+    ("transfers", "type"): (TYPES_VERSION, ("types",)),
+}
 
 
 # ---------------------------------------------------------------- versions
@@ -159,13 +172,17 @@ def needs(data: Mapping[str, Any]) -> str:
     cluster's tables and for a ``workers`` message of lanes only actions use (labelled
     with a worker's address alone, see :func:`action_lane`) and for ``spans`` and a
     ``tasks`` batch with a ``span`` column (:func:`adapt` drops it for older panels),
-    ``"1.1"`` for a sourced ``resources`` batch, ``"1.3"`` for ``sources``, else ``"1.0"``."""
+    ``"1.1"`` for a sourced ``resources`` batch, ``"1.3"`` for ``sources`` and a
+    ``transfers`` batch with a ``type`` column, else ``"1.0"``."""
+    return max([_base_needs(data), *_optional_versions(data)], key=_version_key)
+
+
+def _base_needs(data: Mapping[str, Any]) -> str:
+    """What :func:`needs` says of ``data`` without its optional columns."""
     kind = data.get("type")
     if kind == "sources":
         return SOURCES_VERSION
     if kind in TABLE_TYPES:
-        return TABLES_VERSION
-    if kind == "tasks" and "span" in (data.get("columns") or ()):
         return TABLES_VERSION
     if (
         kind == "workers"
@@ -178,17 +195,36 @@ def needs(data: Mapping[str, Any]) -> str:
     return "1.0"
 
 
+def _version_key(version: str) -> tuple[int, int]:
+    return _version(version) or (0, 0)
+
+
+def _optional_versions(data: Mapping[str, Any]) -> list[str]:
+    """Versions of the optional columns ``data`` (a batch) carries."""
+    kind, columns = data.get("type"), data.get("columns")
+    if not isinstance(kind, str) or not isinstance(columns, list):
+        return []
+    return [_OPTIONAL_SINCE[kind, c][0] for c in columns if (kind, c) in _OPTIONAL_SINCE]
+
+
 def adapt(message: Message, peer: object) -> Message | None:
-    """``message`` as a panel speaking ``peer`` reads it: unchanged, a ``tasks`` batch
-    without its ``span`` column (protocol 1.2) for an older panel, or None (not for it)."""
+    """``message`` as a panel speaking ``peer`` reads it: unchanged, a batch without the
+    optional columns newer than the panel (a ``tasks`` batch's ``span``, 1.2; a
+    ``transfers`` batch's ``type`` and its ``types``, 1.3), or None (not for it)."""
     data, buffers = message
     if speaks(peer, needs(data)):
         return message
-    columns = data.get("columns")
-    if data.get("type") != "tasks" or not isinstance(columns, list) or "span" not in columns:
+    kind, columns = data.get("type"), data.get("columns")
+    if not isinstance(kind, str) or not isinstance(columns, list):
         return None
-    keep = [i for i, name in enumerate(columns) if name != "span"]
-    out = dict(data, columns=[columns[i] for i in keep])
+    since = {c: _OPTIONAL_SINCE[kind, c] for c in columns if (kind, c) in _OPTIONAL_SINCE}
+    newer = {c for c, (version, _) in since.items() if not speaks(peer, version)}
+    if not newer or not speaks(peer, _base_needs(data)):
+        return None
+    fields = {f for c in newer for f in since[c][1]}
+    keep = [i for i, name in enumerate(columns) if name not in newer]
+    out = {k: v for k, v in data.items() if k not in fields}
+    out["columns"] = [columns[i] for i in keep]
     return out, [buffers[i] for i in keep]
 
 
@@ -422,6 +458,7 @@ def table(
     source: str | None = None,
     limit: int = 0,
     addresses: Sequence[str] = (),
+    types: Sequence[str] = (),
 ) -> Message:
     """A columnar batch: ``tasks``, ``resources``, ``cache``, ``actions``, ``memory`` or
     ``transfers``.
@@ -434,7 +471,9 @@ def table(
     ``"tcp://127.0.0.1:40123"`` or ``"pid 4123 @ host"``; ``None`` (the default) is the
     run's total series, sent without a ``source`` field as in protocol 1.0. A ``memory``
     batch (1.2) has a ``source`` (the worker's address, required) and ``limit`` (bytes, 0:
-    none); a ``transfers`` batch (1.2) its new ``addresses`` (appended to the run's list).
+    none); a ``transfers`` batch (1.2) its new ``addresses`` (appended to the run's list)
+    and, with a ``type`` column (1.3: ids into the run's type names), its new ``types``
+    (appended to the run's list of type names, ``""``: not known).
     """
     _check_fields(kind, source)
     spec = COLUMNS[kind] + tuple(c for c in OPTIONAL_COLUMNS.get(kind, ()) if c[0] in columns)
@@ -455,6 +494,8 @@ def table(
         fields["limit"] = int(limit)
     if kind == "transfers":
         fields["addresses"] = [str(a) for a in addresses]
+        if "type" in columns:
+            fields["types"] = [str(t) for t in types]
     fields["columns"] = [name for name, _ in spec]
     return _msg(kind, buffers, **fields)
 
@@ -512,6 +553,9 @@ def _check_batch(kind: str, data: Mapping[str, Any]) -> None:
         raise ValueError(f"memory: needs a string 'source' and a number 'limit': {data!r}")
     if kind == "transfers" and not _strings(data.get("addresses")):
         raise ValueError(f"transfers: 'addresses' must be a list of strings: {data!r}")
+    typed = kind == "transfers" and "type" in (data.get("columns") or ())
+    if typed and not _strings(data.get("types")):
+        raise ValueError(f"transfers: 'types' must be a list of strings: {data!r}")
 
 
 def _is_number(value: object) -> bool:

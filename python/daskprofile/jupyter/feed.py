@@ -5,10 +5,11 @@ rows recorded since the previous poll into ``groups``/``workers`` (only the new 
 ``tasks``, ``cache``, ``resources``, ``stacks`` and ``progress`` messages, and (protocol
 1.2) ``spans`` (and the ``span`` column of ``tasks``, once the run has a span),
 ``exceptions`` and a cluster's ``cluster_workers``, ``actions``, ``memory`` and
-``transfers``. Readers are small functions ``read(cursor) -> Read``; live readers copy
-only the new rows from the collectors (numpy copies under the collector's lock, no key
-decoding), frozen readers slice a finished :class:`~daskprofile.run.Run`. Feeds run on the
-publisher's thread only.
+``transfers`` (1.3: with the type of the data each moved, a ``type`` column that
+``encode.adapt`` drops for older panels). Readers are small functions
+``read(cursor) -> Read``; live readers copy only the new rows from the collectors (numpy
+copies under the collector's lock, no key decoding), frozen readers slice a finished
+:class:`~daskprofile.run.Run`. Feeds run on the publisher's thread only.
 
 Lanes: a ``workers`` id is a lane of the feed; task rows' lanes come from their source's
 worker labels. An action goes on the lane of the task row of its key when the run holds
@@ -123,6 +124,11 @@ class Feed:
     addresses: list[str] = field(default_factory=list)
     address_ids: dict[str, int] = field(default_factory=dict)
     addresses_sent: int = 0
+    #: type names of the data ``transfers`` rows moved (their ``type`` ids index this list,
+    #: protocol 1.3), and how many were sent
+    types: list[str] = field(default_factory=list)
+    type_ids: dict[str, int] = field(default_factory=dict)
+    types_sent: int = 0
     members_sent: list[dict[str, Any]] | None = None  # the last ``cluster_workers`` list
     #: span paths by protocol id - 1 (id 0: no span); tasks carry a span column once any
     span_names: list[str] = field(default_factory=list)
@@ -185,6 +191,8 @@ class Feed:
         other._address_lane = dict(self._address_lane)
         other.addresses = list(self.addresses)
         other.address_ids = dict(self.address_ids)
+        other.types = list(self.types)
+        other.type_ids = dict(self.type_ids)
         other.span_names = list(self.span_names)
         other.span_ids = dict(self.span_ids)
         out = other.start()
@@ -200,8 +208,8 @@ class Feed:
             processes=dict(self.at.processes),
         )
         out += other.poll(upto=upto)
-        if other.addresses_sent < len(other.addresses):  # known, in no row caught up
-            out += other._batches("transfers", _no_transfers(), 0)
+        if other.addresses_sent < len(other.addresses) or other.types_sent < len(other.types):
+            out += other._batches("transfers", _no_transfers(), 0)  # known, in no row sent
         out += other.progress()
         return out
 
@@ -401,6 +409,8 @@ class Feed:
             if kind == "transfers":
                 extra["addresses"] = self.addresses[self.addresses_sent :]
                 self.addresses_sent = len(self.addresses)
+                extra["types"] = self.types[self.types_sent :]
+                self.types_sent = len(self.types)
             out.append(encode.table(kind, self.id, part, index, source=source, **extra))
         return out
 
@@ -549,8 +559,24 @@ class Feed:
             "destination": ids[np.asarray(cols["destination"], np.int64)],
             "bytes": np.asarray(cols["bytes"], np.float64),
             "incoming": (np.asarray(cols["direction"]) == 0).astype(np.uint8),
+            "type": self._type_map(cols.get("types") or [], cols["type"]),
         }
         return self._batches("transfers", rows, read.first)
+
+    def _type_map(self, names: list[str], used: Any) -> np.ndarray:
+        """Ids in ``types`` of the transfers' type ids ``used`` (into ``names``; an id
+        without a name is ``""``, not known), new names appended in order of first use."""
+        rows = np.asarray(used, np.int64)
+        ids = np.zeros(max(len(names), int(rows.max()) + 1 if len(rows) else 0), np.int64)
+        for i in dict.fromkeys(rows.tolist()):
+            name = str(names[i]) if i < len(names) else ""
+            tid = self.type_ids.get(name)
+            if tid is None:
+                tid = self.type_ids[name] = len(self.types)
+                self.types.append(name)
+            ids[i] = tid
+        out: np.ndarray = ids[rows]
+        return out
 
     def _address_map(self, names: list[str], *used: Any) -> np.ndarray:
         """Ids in ``addresses`` of the addresses ``used`` (ids of ``names``), in order of
@@ -677,7 +703,8 @@ def _taken(table: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def _no_transfers() -> dict[str, np.ndarray]:
-    return {name: np.zeros(0) for name, _ in encode.COLUMNS["transfers"]}
+    specs = (*encode.COLUMNS["transfers"], *encode.OPTIONAL_COLUMNS["transfers"])
+    return {name: np.zeros(0) for name, _ in specs}
 
 
 def _spans(run: str, first: int, names: list[str]) -> encode.Message:

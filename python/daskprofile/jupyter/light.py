@@ -168,6 +168,7 @@ def _reduce(
         data.append(tasks.message)
         data += _keys(run, tasks, keys, budget.keys_bytes)
         data += _reruns(by_type.get("reruns", []), tasks)
+        tail = [_finding_bars(m, tasks) if m[0]["type"] == "run_end" else m for m in tail]
     for kind, cap in (("actions", budget.actions), ("transfers", budget.transfers)):
         table = _merge_table(kind, by_type.get(kind, []), cap, run, notes)
         if table is not None:
@@ -204,7 +205,7 @@ class _Merged:
 _MERGE_SPEC: dict[str, tuple[tuple[str, ...], str, str, str | None]] = {
     "tasks": (("worker", "group", "status", "span"), "start", "stop", None),
     "actions": (("worker", "action", "group"), "start", "stop", "bytes"),
-    "transfers": (("source", "destination", "incoming"), "start", "stop", "bytes"),
+    "transfers": (("source", "destination", "incoming", "type"), "start", "stop", "bytes"),
 }
 
 
@@ -298,9 +299,11 @@ def _table_extra(kind: str, messages: Sequence[Message]) -> dict[str, Any]:
     if kind != "transfers":
         return {}
     addresses: list[str] = []
+    types: list[str] = []  # protocol 1.3: type names of the data moved
     for data, _ in messages:
         addresses += list(data.get("addresses") or [])
-    return {"addresses": addresses}
+        types += list(data.get("types") or [])
+    return {"addresses": addresses, "types": types}
 
 
 def _codes(columns: Sequence[np.ndarray], n: int) -> np.ndarray:
@@ -403,6 +406,41 @@ def _reruns(messages: Sequence[Message], tasks: _Merged) -> list[Message]:
         if rows:
             out.append(encode.reruns(str(data["run"]), rows, why, workers))
     return out
+
+
+def _finding_bars(message: Message, tasks: _Merged) -> Message:
+    """``run_end`` with the task ``rows`` of its summary's findings renumbered as bars (a
+    chain's bars in order, each once), so that the view highlights the right ones."""
+    data, buffers = message
+    summary = data.get("summary")
+    if not isinstance(summary, Mapping):
+        return message
+    found = summary.get("findings")
+    if not isinstance(found, list) or not any(
+        isinstance(f, Mapping) and "rows" in f for f in found
+    ):
+        return message
+    order = np.argsort(tasks.rows, kind="stable")
+    sorted_rows = tasks.rows[order]
+    bars = np.repeat(np.arange(len(tasks.count)), tasks.count)[order]
+    renumbered = [
+        {**f, "rows": _as_bars(f["rows"], sorted_rows, bars)}
+        if isinstance(f, Mapping) and isinstance(f.get("rows"), list)
+        else f
+        for f in found
+    ]
+    return {**data, "summary": {**summary, "findings": renumbered}}, buffers
+
+
+def _as_bars(rows: list[int], sorted_rows: np.ndarray, bars: np.ndarray) -> list[int]:
+    """The bars of protocol rows ``rows`` (``bars[i]``: the bar of ``sorted_rows[i]``), in
+    order, each once; rows not there are left out."""
+    if not len(sorted_rows) or not rows:
+        return []
+    wanted = np.asarray(rows, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_rows, wanted), len(sorted_rows) - 1)
+    hit = bars[at][sorted_rows[at] == wanted]
+    return list(dict.fromkeys(hit.tolist()))
 
 
 # ---------------------------------------------------------------- lines

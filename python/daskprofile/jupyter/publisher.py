@@ -157,7 +157,8 @@ class Connection:
 
     def _drop_one(self, run: str | None) -> bool:
         for i, (data, _) in enumerate(self.outbox):
-            if data.get("type") in DROPPABLE:
+            # a transfers batch that names new addresses or types is kept: later ids need them
+            if data.get("type") in DROPPABLE and not (data.get("addresses") or data.get("types")):
                 del self.outbox[i]
                 owner = data.get("run", run)
                 counts = self.dropped.setdefault(owner, [0, 0])

@@ -243,10 +243,11 @@ def _objects(values: list[Any]) -> np.ndarray:
 
 def transfer_rows(raw: dict[str, Any], index: np.ndarray) -> dict[str, Any]:
     """Rows ``index`` of a raw ``transfers`` table: ``start``/``stop``, ``source`` and
-    ``destination`` (ids of ``workers``), ``bytes``, ``direction`` (0: incoming)."""
-    names = ("start", "stop", "source", "destination", "bytes", "direction")
+    ``destination`` (ids of ``workers``), ``bytes``, ``direction`` (0: incoming) and
+    ``type`` (ids of ``types``: the type of the data moved)."""
+    names = ("start", "stop", "source", "destination", "bytes", "direction", "type")
     cols: dict[str, Any] = {name: np.asarray(raw[name])[index] for name in names}
-    cols["workers"] = raw["workers"]
+    cols["workers"], cols["types"] = raw["workers"], raw.get("types") or []
     return cols
 
 
