@@ -4,6 +4,7 @@ kernel, a real ``LocalCluster`` of worker processes, the panel's side of the com
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -247,3 +248,39 @@ def test_two_clients_in_one_kernel_are_kept_apart(panel: Panel) -> None:
             assert sum(panel.of("progress", rid)[-1]["done"]) == n
     finally:
         panel.execute("a.close(); b.close(); ca.close(); cb.close()", timeout=60)
+
+
+def test_each_runs_worker_series_are_its_own_and_stream_whole(panel: Panel) -> None:
+    """Two cells on one cluster: each run keeps only its own samples of each worker
+    process (not the cluster's whole series so far), and the panel got exactly those live
+    (a sample taken before the run opened, or after it was kept, is in neither)."""
+    panel.open(PROTOCOL_VERSION)
+    panel.wait(_has("hello"))
+    assert panel.execute(CLUSTER, timeout=120).split()[-1] == "2"
+    try:
+        for n in (1, 2):
+            panel.execute(MATMUL, timeout=120)
+            panel.wait(_has("run_end", n), timeout=60)
+            rid = _run_ids(panel)[-1]
+            kept = panel.execute(
+                "from daskprofile.record import history as H\n"
+                f"r = [r for r in H.history() if r.meta.id == {rid!r}][0]\n"
+                "for p in r.meta.distributed['processes']:\n"
+                "    print(', '.join(p['workers']), len(p['time']), min(p['time']))",
+                timeout=60,
+            )
+            rows = [line.rsplit(" ", 2) for line in kept.strip().splitlines()]
+            want = {label: int(count) for label, count, _ in rows}
+            panel.wait(lambda log, rid=rid, want=want: _live_rows(log, rid) == want, timeout=10)
+            assert all(float(first) > -1.0 for _, _, first in rows), rows  # this run's
+    finally:
+        _close_cluster(panel)
+
+
+def _live_rows(log: list[dict[str, Any]], rid: str) -> dict[str, int]:
+    """Resource samples per worker process the panel received for run ``rid``."""
+    live: dict[str, int] = {}
+    for m in log:
+        if m["type"] == "resources" and m.get("run") == rid and m.get("source"):
+            live[m["source"]] = live.get(m["source"], 0) + m["n"]
+    return live

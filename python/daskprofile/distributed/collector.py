@@ -649,21 +649,28 @@ class DistributedCollector(Collector):
             "stacks": self.trees(),
         }
 
-    def info(self, t0: float = 0.0) -> dict[str, Any]:
-        """JSON-friendly description for ``run.meta.distributed`` (times: s since ``t0``)."""
+    def info(self, t0: float = 0.0, starts: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """JSON-friendly description for ``run.meta.distributed`` (times: s since ``t0``).
+
+        ``starts``: per worker process (its address), the first of its resource samples
+        that belongs to the run (the samples taken before it, for earlier runs, are left
+        out: a run's live readers start there too, so live and kept series are the same).
+        """
         scheduler = self.scheduler_address or getattr(
             getattr(self.client, "scheduler", None), "address", None
         )
         processes = []
-        for p in self.process_resources():
+        for src, proc in list(self.processes.items()):
+            p = proc.snapshot()
+            first = 0 if starts is None else int(starts.get(src, 0))
             processes.append(
                 {
-                    "pid": int(p["pid"]),
-                    "host": str(p["host"]),
-                    "workers": p["workers"],
-                    "time": (p["time"] - t0).round(6).tolist(),
-                    "cpu": p["cpu"].round(3).tolist(),
-                    "memory": p["memory"].tolist(),
+                    "pid": int(proc.pid),
+                    "host": str(proc.host),
+                    "workers": list(proc.workers),
+                    "time": (p["time"][first:] - t0).round(6).tolist(),
+                    "cpu": p["cpu"][first:].round(3).tolist(),
+                    "memory": p["memory"][first:].tolist(),
                 }
             )
         return {

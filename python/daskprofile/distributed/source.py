@@ -249,12 +249,14 @@ class ClusterSource:
             keep &= totals["time"] <= t1 + 1e-3
         return {k: v[keep] for k, v in totals.items()}
 
-    def describe(self, t0: float) -> dict[str, Any] | None:
+    def describe(self, t0: float, target: Target | None = None) -> dict[str, Any] | None:
         """What ``run.meta.distributed`` holds: the first client's cluster (times from
-        ``t0``), stopped or not."""
+        ``t0``), stopped or not; with ``target``, each process's resource samples from
+        where the target's live readers start (:meth:`processes`)."""
         with self.lock:
             entries = list(self.clients.values())
-        return entries[0].collector.info(t0) if entries else None
+            starts = dict(target.resource_start) if target is not None else None
+        return entries[0].collector.info(t0, starts) if entries else None
 
     # ------------------------------------------------------------ ending
     def stop(self) -> None:

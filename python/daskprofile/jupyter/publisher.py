@@ -22,6 +22,7 @@ and are handed to the sender thread as jobs. Polls, jobs and sends hold
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -337,6 +338,11 @@ class Publisher:
             feed = Feed(run, frozen_cursors(run), _title(run))
             self._fanout(rid, feed.replay())
         else:
+            # the worker processes' series as the finished run keeps them: from the rows
+            # sent live on (same rows), not samples that came after the run was frozen
+            kept = frozen_cursors(run).processes
+            if kept is not None:
+                feed.cursors = dataclasses.replace(feed.cursors, processes=kept)
             self._fanout(rid, feed.poll(final=True) + feed.progress() + feed.end())
         self._live_sources.pop(rid, None)
         if len(self.titles) > 1000:
@@ -344,6 +350,8 @@ class Publisher:
 
     def _poll(self) -> None:
         for rid, feed in list(self.feeds.items()):
+            if feed.run.finished:
+                continue  # its end (queued) sends the rest, read from the finished run
             rows = feed.rows
             messages = feed.poll()
             now = perf_counter()

@@ -325,7 +325,7 @@ class Recording:
         meta = self.run.meta
         try:
             cluster.forget(target)
-            info = cluster.describe(self.run.t0)
+            info = cluster.describe(self.run.t0, target)
             if info is not None:
                 meta.distributed = info
             for error in cluster.errors:
