@@ -271,7 +271,10 @@ def test_each_runs_worker_series_are_its_own_and_stream_whole(panel: Panel) -> N
             )
             rows = [line.rsplit(" ", 2) for line in kept.strip().splitlines()]
             want = {label: int(count) for label, count, _ in rows}
-            panel.wait(lambda log, rid=rid, want=want: _live_rows(log, rid) == want, timeout=10)
+            try:
+                panel.wait(lambda log, rid=rid, want=want: _live_rows(log, rid) == want, timeout=10)
+            except AssertionError:
+                raise AssertionError((n, _live_rows(panel.log, rid), want, rows)) from None
             assert all(float(first) > -1.0 for _, _, first in rows), rows  # this run's
     finally:
         _close_cluster(panel)

@@ -649,28 +649,36 @@ class DistributedCollector(Collector):
             "stacks": self.trees(),
         }
 
-    def info(self, t0: float = 0.0, starts: Mapping[str, int] | None = None) -> dict[str, Any]:
+    def info(
+        self, t0: float = 0.0, rows: Mapping[str, tuple[int, int]] | None = None
+    ) -> dict[str, Any]:
         """JSON-friendly description for ``run.meta.distributed`` (times: s since ``t0``).
 
-        ``starts``: per worker process (its address), the first of its resource samples
-        that belongs to the run (the samples taken before it, for earlier runs, are left
-        out: a run's live readers start there too, so live and kept series are the same).
+        ``rows``: per worker process (its address), the run's resource samples ``(start,
+        stop)`` (absolute sample indices): those of earlier runs and those that came after
+        this one was kept are left out; a run's live readers read the same rows, so live
+        and kept series are the same.
         """
         scheduler = self.scheduler_address or getattr(
             getattr(self.client, "scheduler", None), "address", None
         )
         processes = []
         for src, proc in list(self.processes.items()):
-            p = proc.snapshot()
-            first = 0 if starts is None else int(starts.get(src, 0))
+            start, stop = (0, None) if rows is None else rows.get(src, (0, None))
+            with proc.columns.lock:
+                p, n = proc.columns.since_locked(start)
+            first = n - len(p["time"])  # the absolute index of its first sample
+            if stop is not None and stop < n:
+                p = {k: v[: max(0, len(v) - (n - stop))] for k, v in p.items()}
             processes.append(
                 {
+                    "first": int(first),
                     "pid": int(proc.pid),
                     "host": str(proc.host),
                     "workers": list(proc.workers),
-                    "time": (p["time"][first:] - t0).round(6).tolist(),
-                    "cpu": p["cpu"][first:].round(3).tolist(),
-                    "memory": p["memory"][first:].tolist(),
+                    "time": (p["time"] - t0).round(6).tolist(),
+                    "cpu": p["cpu"].round(3).tolist(),
+                    "memory": p["memory"].tolist(),
                 }
             )
         return {

@@ -84,6 +84,8 @@ class Target:
     waiting: int = 0
     #: where each process's resource series starts for this run (sample index)
     resource_start: dict[str, int] = field(default_factory=dict)
+    #: and where it stops, once the run was kept (:meth:`ClusterSource.describe`)
+    resource_stop: dict[str, int] = field(default_factory=dict)
     #: called once a batch has added task rows to this target (the event loop thread)
     arrived: Callable[[], None] | None = None
 
@@ -231,7 +233,7 @@ class ClusterSource:
                 for src, proc in list(entry.collector.processes.items()):
                     label = ", ".join(proc.workers) or src
                     start = target.resource_start.setdefault(src, 0)
-                    out[label] = _since(proc.columns, start)
+                    out[label] = _since(proc.columns, start, target.resource_stop, src)
         return out
 
     def resources(
@@ -251,12 +253,19 @@ class ClusterSource:
 
     def describe(self, t0: float, target: Target | None = None) -> dict[str, Any] | None:
         """What ``run.meta.distributed`` holds: the first client's cluster (times from
-        ``t0``), stopped or not; with ``target``, each process's resource samples from
-        where the target's live readers start (:meth:`processes`)."""
+        ``t0``), stopped or not. With ``target``, each process's resource samples are the
+        target's: from where its live readers start, to the samples there are now, where
+        its live readers stop from now on (:meth:`processes`)."""
+        rows: dict[str, tuple[int, int]] | None = None
         with self.lock:
             entries = list(self.clients.values())
-            starts = dict(target.resource_start) if target is not None else None
-        return entries[0].collector.info(t0, starts) if entries else None
+            if target is not None:
+                rows = {}
+                for entry in entries:
+                    for src, proc in list(entry.collector.processes.items()):
+                        stop = target.resource_stop.setdefault(src, proc.columns.n)
+                        rows[src] = (target.resource_start.get(src, 0), stop)
+        return entries[0].collector.info(t0, rows) if entries else None
 
     # ------------------------------------------------------------ ending
     def stop(self) -> None:
@@ -461,10 +470,17 @@ class _Router:
                 source._correct(entry, msg["delays"])
 
 
-def _since(columns: Any, start: int) -> Callable[[int], Any]:
+def _since(columns: Any, start: int, stops: Mapping[str, int], src: str) -> Callable[[int], Any]:
+    """A reader of ``columns`` from sample ``start``, to ``stops[src]`` once it is set."""
+
     def read(cursor: int) -> tuple[dict[str, np.ndarray], int]:
         with columns.lock:
             rows, new_cursor = columns.since_locked(max(cursor, start))
+        stop = stops.get(src)
+        if stop is not None and new_cursor > stop:
+            cut = new_cursor - max(stop, cursor, start)
+            rows = {k: v[: max(0, len(v) - cut)] for k, v in rows.items()}
+            new_cursor = max(stop, cursor, start)
         return rows, new_cursor
 
     return read

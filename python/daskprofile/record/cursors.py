@@ -382,6 +382,9 @@ def _frozen_processes(run: Run) -> Callable[[], Mapping[str, Reader]] | None:
             "cpu": np.asarray(proc["cpu"], np.float64),
             "memory": np.asarray(proc["memory"], np.float64),
             "processes": np.ones(len(proc["time"]), np.uint16),
+            # numbered as the live readers numbered them (the run's first sample is not
+            # the cluster's first): a feed that read them live goes on where it was
+            "dropped": int(proc.get("first", 0) or 0),
         }
         label = ", ".join(proc.get("workers") or ()) or f"pid {proc.get('pid')}"
         readers[label] = frozen_table(table, ("time", "cpu", "memory", "processes"))
