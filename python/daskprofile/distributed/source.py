@@ -198,11 +198,13 @@ class ClusterSource:
             _tell_reduced(entry, target)
 
     def open(self, target: Target) -> None:
-        """``target``'s run starts now: its resource series start with the next samples."""
+        """``target``'s run starts now: its resource series start with the last sample
+        before it (what each process used when the run began: a short run has a value
+        even before its own first sample comes) and go on with the next ones."""
         with self.lock:
             for entry in self.clients.values():
                 for address, proc in list(entry.collector.processes.items()):
-                    target.resource_start.setdefault(address, proc.columns.n)
+                    target.resource_start.setdefault(address, max(0, proc.columns.n - 1))
         attach_tables(self.log, target.run)  # run.actions, .transfers, .memory, .workers
 
     def pending(self, target: Target) -> int:
