@@ -21,6 +21,7 @@ import { MemoryView } from '../views/memory';
 import { ProgressView } from '../views/progress';
 import { CacheView, ResourcesView } from '../views/resources';
 import { RunBar } from '../views/runBar';
+import { section } from '../views/section';
 import { FlameSourceLink } from '../views/flameSource';
 import { SourceView } from '../views/sourceView';
 import { SpanSelect } from '../views/spanSelect';
@@ -32,23 +33,6 @@ import { base64View, IInlinePayload } from './payload';
 export const ROOT_CLASS = 'jp-DaskProfile-inline';
 /** Added to the root when no JupyterLab theme variables are in effect (exported HTML). */
 export const STANDALONE_CLASS = 'jp-DaskProfile-standalone';
-
-/** A `<details>` section, open or closed, named for tests (`data-section`). */
-function section(
-  name: string,
-  label: string,
-  open: boolean,
-  ...content: HTMLElement[]
-): HTMLDetailsElement {
-  const details = document.createElement('details');
-  details.className = 'jp-DaskProfile-section';
-  details.dataset.section = name;
-  details.open = open;
-  const summary = document.createElement('summary');
-  summary.textContent = label;
-  details.append(summary, ...content);
-  return details;
-}
 
 /** Whether JupyterLab's theme variables are defined where `node` is. */
 function hasLabTheme(node: HTMLElement): boolean {

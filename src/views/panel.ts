@@ -13,6 +13,7 @@ import { ProgressView } from './progress';
 import { CacheView, ResourcesView } from './resources';
 import { RunBar } from './runBar';
 import { FlameSourceLink } from './flameSource';
+import { section } from './section';
 import { SourceView } from './sourceView';
 import { SpanSelect } from './spanSelect';
 import { TaskStreamView } from './taskStream';
@@ -225,13 +226,7 @@ export class ProfilePanel extends Widget {
     label: string,
     ...content: HTMLElement[]
   ): HTMLElement {
-    const details = document.createElement('details');
-    details.className = 'jp-DaskProfile-section';
-    details.dataset.section = name;
-    details.open = true;
-    const summary = document.createElement('summary');
-    summary.textContent = label;
-    details.append(summary, ...content);
+    const details = section(name, label, true, ...content);
     details.addEventListener('toggle', () => {
       for (const view of this._canvases()) {
         view.schedule();
