@@ -19,7 +19,7 @@ import pytest
 from daskprofile import profile
 from daskprofile.jupyter import encode, inline
 from daskprofile.jupyter.inline import inline_html, light_payload
-from daskprofile.jupyter.light import Budget, light_messages, payload_bytes
+from daskprofile.jupyter.light import Budget, light_messages, payload_bytes, source_bytes
 from nbkernel import (
     HOSTILE,
     IMG,
@@ -212,10 +212,33 @@ def test_stacks_and_sources_are_binned_and_pruned_to_their_budget() -> None:
     assert types.index("sources") < types.index("stacks")
     assert {"_spin", "_task", "_rare"} <= _source_names(binned)
     assert "_rare" not in _source_names(tiny)
-    tight = light_messages(run, budget=Budget(sources_bytes=300))
+    # a budget that fits the most sampled function's text and no other (its size depends
+    # on where the checkout lives: the identifier holds the file's path)
+    entries = _source_entries(binned)
+    widest = max(entries, key=lambda ident: _weight(_stacks(binned), ident))
+    fits = source_bytes(widest, entries[widest])
+    tight = light_messages(run, budget=Budget(sources_bytes=fits))
     assert len(_source_names(tight)) == 1
     assert _source_names(tight) <= {"_spin", "_task"}  # the widest frames
     assert "Source text kept for the 1 most sampled function." in tight.notes
+
+
+def _source_entries(light: Any) -> dict[str, Any]:
+    return {
+        ident: source
+        for d, _ in light.messages
+        if d["type"] == "sources"
+        for ident, source in d["sources"].items()
+    }
+
+
+def _weight(messages: list[dict[str, Any]], ident: str) -> int:
+    total, todo = 0, [t for d in messages for t in d["trees"].values()]
+    while todo:
+        node = todo.pop()
+        total += int(node["count"]) if node["identifier"] == ident else 0
+        todo += list(node["children"].values())
+    return total
 
 
 def _source_names(light: Any) -> set[str]:

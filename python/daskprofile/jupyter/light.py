@@ -627,6 +627,11 @@ def _folded(out: Sequence[Message], total: Mapping[str, Any]) -> bool:
     return count(binned.values()) < count(total.values())
 
 
+def source_bytes(ident: str, source: Any) -> int:
+    """Bytes one function's entry of a ``sources`` message costs the budget."""
+    return len(_json(source)) + len(ident) + 4
+
+
 def _sources(
     messages: Sequence[Message], stacks: Sequence[Message], budget: int, notes: list[str]
 ) -> list[Message]:
@@ -648,7 +653,7 @@ def _sources(
     kept: dict[str, Any] = {}
     used = 0
     for ident in ranked:
-        used += len(_json(sources[ident])) + len(ident) + 4
+        used += source_bytes(ident, sources[ident])
         if used > budget:
             break
         kept[ident] = sources[ident]
