@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "daskprofile"
 LAYERS: list[tuple[str, ...]] = [
     (
         *("_version", "keys", "meta", "options", "gil", "stacktree", "worker", "hooks"),
-        *("failures", "spans", "versions", "codemap"),
+        *("failures", "spans", "versions", "codemap", "files"),
     ),
     ("collectors",),
     ("run", "cluster_tables", "cluster_views", "lines"),

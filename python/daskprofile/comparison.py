@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -57,14 +56,10 @@ def as_run(value: Any, name: str) -> Run:
     path = os.fspath(value)
     if not os.path.isfile(path):
         raise ValueError(f"{name}: no such run file: {path}")
-    if not zipfile.is_zipfile(path):  # np.load would try (and refuse) a pickle
-        raise ValueError(f"{name}: not a daskprofile run file: {path}")
     try:
         return load(path)
-    except KeyError as exc:  # an npz of something else: no run header
-        raise ValueError(f"{name}: not a daskprofile run file: {path}") from exc
-    except Exception as exc:  # not a run, newer version, broken field...
-        raise ValueError(f"{name}: cannot read run file {path}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # unreadable, not a run, newer (names the file)
+        raise ValueError(f"{name}: {exc}") from exc
 
 
 def wall_time(run: Run) -> float:

@@ -57,18 +57,26 @@ def config(name: str) -> Any:
 register_defaults(DEFAULTS)
 
 
+#: the longest duration accepted (a sampling period beyond it is a mistake, and waits that
+#: long overflow the platform's timeouts: the samplers' threads died of it)
+MAX_DURATION = 86_400.0
+
+
 def duration(name: str, value: Any) -> float:
-    """A positive duration in seconds; ``ValueError``/``TypeError`` naming ``name``."""
+    """A positive duration in seconds, at most a day; ``ValueError``/``TypeError`` naming
+    ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(f"{name} must be a number of seconds or a duration string, got {value!r}")
     try:
         seconds = float(parse_timedelta(value, default="seconds"))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:  # '': IndexError
         raise ValueError(
             f"{name} must be a duration such as 0.1 or '100ms', got {value!r}"
         ) from exc
-    if not 0 < seconds < float("inf"):
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if not 0 < seconds <= MAX_DURATION:
+        raise ValueError(
+            f"{name} must be > 0 and at most a day ({MAX_DURATION:g} s), got {value!r}"
+        )
     return seconds
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zipfile
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from . import spans as _spans
 from .collectors import graph as _graph
 from .collectors.exceptions import COLUMNS as EXCEPTION_COLUMNS
 from .collectors.exceptions import empty as _empty_exceptions
+from .files import atomic_open
 from .meta import VERSION, RunMeta
 
 if TYPE_CHECKING:
@@ -30,6 +32,12 @@ if TYPE_CHECKING:
     from .comparison import Comparison
 
 FORMAT = "daskprofile-run"
+
+
+class _Refused(ValueError):
+    """A run file or dict that this version does not read; the message says why (its
+    format or version)."""
+
 
 Table = dict[str, Any]
 Tree = dict[str, Any]
@@ -534,7 +542,7 @@ class Run:
         arrays.update(cluster_arrays)
         arrays["__json__"] = np.frombuffer(json.dumps(head).encode(), dtype=np.uint8)
         path = os.fspath(path)
-        with open(path, "wb") as f:
+        with atomic_open(path, binary=True) as f:  # whole or not at all
             np.savez_compressed(f, **arrays)  # type: ignore[arg-type]
         return path
 
@@ -572,9 +580,32 @@ class Run:
 
 
 def load(path: str | os.PathLike[str]) -> Run:
-    """Read a run written by :meth:`Run.save`."""
-    with np.load(os.fspath(path), allow_pickle=False) as z:
+    """Read a run written by :meth:`Run.save`.
+
+    A run file is data: nothing in it is unpickled or run. ``ValueError`` naming the file
+    when it is not a run this version reads (empty, truncated, another kind of file, a
+    malformed field, a newer version); ``OSError`` when it cannot be opened.
+    """
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        if not zipfile.is_zipfile(f):  # np.load would read it as a pickle (and refuse)
+            raise ValueError(f"{name}: not a daskprofile run file (not an npz archive)")
+        f.seek(0)
+        try:
+            return _read(f)
+        except _Refused as exc:
+            raise ValueError(f"{name}: {exc}") from exc
+        except Exception as exc:  # truncated, another npz, a field of the wrong type...
+            why = f"{type(exc).__name__}: {exc}"[:300]
+            raise ValueError(f"{name}: not a daskprofile run file ({why})") from exc
+
+
+def _read(f: Any) -> Run:
+    """The run in the open npz file ``f``."""
+    with np.load(f, allow_pickle=False) as z:
         head = json.loads(z["__json__"].tobytes().decode())
+        if not isinstance(head, dict):
+            raise _Refused(f"not a daskprofile run (its header is a {type(head).__name__})")
         _check_format(head.get("format"), head.get("version"))
         data: dict[str, Any] = {}
         for name, cols in _ARRAYS.items():
@@ -615,9 +646,11 @@ def _checked_sources(value: Any) -> dict[str, dict[str, Any]]:
 
 def _check_format(fmt: Any, version: Any) -> None:
     if fmt != FORMAT:
-        raise ValueError(f"not a daskprofile run (format {fmt!r})")
-    if not isinstance(version, int) or version > VERSION:
-        raise ValueError(f"run file version {version!r} is newer than this daskprofile ({VERSION})")
+        raise _Refused(f"not a daskprofile run (format {repr(fmt)[:100]})")
+    if not isinstance(version, int):
+        raise _Refused(f"run file version {repr(version)[:100]} is not a version number")
+    if version > VERSION:
+        raise _Refused(f"run file version {version!r} is newer than this daskprofile ({VERSION})")
 
 
 def _pack_strings(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -104,7 +104,7 @@ class CacheCollector(Collector):
             ):
                 if error is not None:
                     continue
-                gid = find(key[0] if type(key) is tuple else key)
+                gid = find(key[0] if type(key) is tuple and key else key)
                 if gid is None:
                     gid = self._new_group(key, compute)
                 if deps if deps is not None else has_deps(key):
@@ -139,7 +139,7 @@ class CacheCollector(Collector):
         key = event.key
         rows: _Rows = ([], [], [])
         with self.lock:  # new groups get their occupancy slot under the lock
-            gid = self._names.get(key[0] if type(key) is tuple else key)
+            gid = self._names.get(key[0] if type(key) is tuple and key else key)
             if gid is None:
                 gid = self._new_group(key, compute)
             if cached.values is not None:
@@ -169,7 +169,7 @@ class CacheCollector(Collector):
                 changes[dep_gid] = changes.get(dep_gid, 0.0) - values.pop(dep, 0.0)
             return changes
         # one group lookup per name, not per result: a task's dependencies share few names
-        for name, n in Counter([d[0] if type(d) is tuple else d for d in released]).items():
+        for name, n in Counter([d[0] if type(d) is tuple and d else d for d in released]).items():
             dep_gid = self._gid_of(name)
             changes[dep_gid] = changes.get(dep_gid, 0.0) - n
         return changes
@@ -200,7 +200,7 @@ class CacheCollector(Collector):
     def _gid_of(self, key: Hashable) -> int:
         """Group id of a key (or key name) whose group is known, as every dependency has
         finished: a string key is found again from its name's stem."""
-        gid = self._names.get(key[0] if type(key) is tuple else key)
+        gid = self._names.get(key[0] if type(key) is tuple and key else key)
         return self.index.index(key) if gid is None else gid
 
     def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:

@@ -38,10 +38,10 @@ _registered = False
 
 
 def _major(version: object) -> int | None:
-    if not isinstance(version, str):
-        return None
-    head, _, _ = version.partition(".")
-    return int(head) if head.isdigit() else None
+    """The major of a ``"MAJOR.MINOR"`` version, else None (a peer announcing anything
+    else is refused: the publisher could not tell what it reads)."""
+    parsed = encode.parse_version(version)
+    return None if parsed is None else parsed[0]
 
 
 def versions() -> dict[str, str]:

@@ -147,13 +147,19 @@ _OPTIONAL_SINCE: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
 # ---------------------------------------------------------------- versions
 
 
-def _version(version: object) -> tuple[int, int] | None:
+def parse_version(version: object) -> tuple[int, int] | None:
+    """``(major, minor)`` of a ``"MAJOR.MINOR"`` protocol version, else None (ASCII digits
+    only: ``str.isdigit`` is true of ``'²'``, which ``int`` refuses)."""
     if not isinstance(version, str):
         return None
     major, dot, minor = version.partition(".")
-    if not (dot and major.isdigit() and minor.isdigit()):
+    if not (dot and _digits(major) and _digits(minor)):
         return None
     return int(major), int(minor)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def speaks(peer: object, version: str) -> bool:
@@ -163,7 +169,7 @@ def speaks(peer: object, version: str) -> bool:
     ``speaks(panel_version, SOURCE_VERSION)`` before sending a panel ``resources`` batches
     with a ``source`` (a 1.0 panel would add their samples to the run's total).
     """
-    have, need = _version(peer), _version(version)
+    have, need = parse_version(peer), parse_version(version)
     return have is not None and need is not None and have[0] == need[0] and have >= need
 
 
@@ -196,7 +202,7 @@ def _base_needs(data: Mapping[str, Any]) -> str:
 
 
 def _version_key(version: str) -> tuple[int, int]:
-    return _version(version) or (0, 0)
+    return parse_version(version) or (0, 0)
 
 
 def _optional_versions(data: Mapping[str, Any]) -> list[str]:
