@@ -1,6 +1,7 @@
 """Findings on a real distributed LocalCluster: the graph the kernel submits gives the
 dependency edges (critical path), compute() calls are timed, the process-level GIL check
-is not fooled by single-threaded workers, and transfers between workers are found."""
+is not fooled by single-threaded workers, transfers between workers are found, and a
+cluster that really spills is spill-bound while its twin with memory to spare is not."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dask import delayed
 distributed = pytest.importorskip("distributed")
 
 from daskprofile import profile  # noqa: E402
+from daskprofile.findings import _facts, memory  # noqa: E402
+from test_cluster_tables import _cluster, spilling  # noqa: E402, F401 - its fixture, reused
 
 pytestmark = pytest.mark.usefixtures("distributed_threads")
 
@@ -73,8 +76,6 @@ def test_cluster_transfers_are_found(client: object) -> None:
         dask.compute(*pairs)
     moved = run.actions.query("action == 'transfer'")
     assert len(moved)
-    from daskprofile.findings import _facts, memory
-
     f = _facts.facts(run)
     memory.MIN_SHARE, saved = 0.0, memory.MIN_SHARE
     try:
@@ -84,3 +85,64 @@ def test_cluster_transfers_are_found(client: object) -> None:
     transfer = [r for r in rows if r["kind"] == "transfer-bound"]
     assert transfer
     assert transfer[0]["evidence"]["bytes"] > 0
+
+
+def _matmul_sum(n: int = 4000) -> float:
+    """``x @ x.T`` summed: 128 MB of ``x``, partial products several times that."""
+    da = pytest.importorskip("dask.array")
+    x = da.random.random((n, n), chunks=(500, 500))
+    return float((x @ x.T).sum().compute())
+
+
+def _disk(run: object) -> tuple[float, int]:
+    """(seconds of the recorded disk-read/disk-write actions, bytes the workers wrote to
+    disk during the run by their spill counters)."""
+    actions = run.actions  # type: ignore[attr-defined]
+    disk = actions[actions["action"].isin(["disk-read", "disk-write"])]
+    grown = run.memory.groupby("worker")["spill_bytes"].agg(lambda s: s.max() - s.iloc[0])  # type: ignore[attr-defined]
+    return float((disk["stop"] - disk["start"]).sum()), int(grown.sum())
+
+
+@pytest.mark.usefixtures("spilling")
+def test_a_cluster_that_spills_is_spill_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    with profile() as run:
+        _matmul_sum()
+    recorded, written = _disk(run)
+    assert written > 100e6  # 2 workers of 600 MB spilling from 120 MB: hundreds of MB
+    found = run.findings()
+    rows = found[found.kind == "spill-bound"]
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    ev = row.evidence
+    # named by what was on disk: the inputs of the tasks that waited on reading it back
+    assert "random_sample" in ev["spilled_groups"]
+    assert row.group == ", ".join(ev["spilled_groups"][:3])
+    assert "random_sample" in row.message
+    # impact: the recorded disk actions plus the writes distributed did not record,
+    # priced from the spill counters; over the cluster's 2 threads
+    assert ev["read_s"] + ev["write_s"] == pytest.approx(recorded, abs=1e-5)
+    assert ev["bytes_written"] == written
+    assert ev["unrecorded_write_s"] > 0
+    assert ev["disk_s"] == pytest.approx(recorded + ev["unrecorded_write_s"], abs=1e-5)
+    assert row.impact_s == pytest.approx(ev["disk_s"] / 2, abs=1e-5)
+    assert row.impact_s >= memory.MIN_SHARE * run.summary()["wall_time"]
+    # without the counters, only the recorded actions count (the run's own records)
+    monkeypatch.setattr(memory, "_spill_counters", lambda f: None)
+    alone = memory.spill_and_transfer(_facts.facts(run))
+    recorded_only = [r for r in alone if r["kind"] == "spill-bound"]
+    if recorded_only:  # below 5% of the wall time it is not reported at all
+        assert recorded_only[0]["impact_s"] == pytest.approx(recorded / 2, abs=1e-5)
+        assert recorded_only[0]["impact_s"] < row.impact_s
+
+
+def test_its_twin_with_memory_to_spare_is_not_spill_bound() -> None:
+    config = {"distributed.worker.memory.target": 0.2, "distributed.worker.memory.spill": 0.3}
+    with (
+        dask.config.set(config),
+        _cluster(n_workers=2, memory_limit="6GB") as cluster,
+        distributed.Client(cluster),
+        profile() as run,
+    ):
+        _matmul_sum()
+    assert _disk(run)[1] == 0  # nothing spilled
+    assert "spill-bound" not in set(run.findings().kind)

@@ -6,8 +6,8 @@ one row per finding, the largest impact first:
 
 * ``kind``: ``gil-bound``, ``critical-path``, ``idle``, ``overhead-bound``,
   ``outside-tasks``, ``memory``, ``spill-bound``, ``transfer-bound``, ``what-if``;
-* ``group``: the task group (or the chain of groups, ``scheduling``/``parallelism`` for
-  idle time, ``computes``, ``workers``);
+* ``group``: the task group (or the chain of groups, the groups spilled to disk,
+  ``scheduling``/``parallelism`` for idle time, ``computes``, ``workers``);
 * ``impact_s``: the seconds it is estimated to cost (what fixing it would save), and
   ``share`` of the wall time; causes overlap, so impacts do not add up;
 * ``evidence``: the figures it rests on; ``message`` and ``suggestion`` in plain words.
