@@ -39,10 +39,11 @@ from typing import Any
 
 import numpy as np
 import psutil
-from distributed import Client, LocalCluster, get_task_stream
+from distributed import Client, LocalCluster, get_task_stream, protocol
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 import daskprofile
+from daskprofile import distributed as dd
 
 Variant = Callable[[], AbstractContextManager[Any]]
 HOOKS = ("transition", "update_graph", "flush")
@@ -140,11 +141,16 @@ def meter_scheduler_plugin(scheduler: Any, prefix: str, hooks: tuple[str, ...] =
 
 
 def meter_worker_plugin(dask_worker: Any) -> None:
-    """(On a worker) wrap daskprofile's worker plugin ``transition`` hook."""
+    """(On a worker) wrap daskprofile's worker plugin: its ``transition`` hook and what its
+    periodic flush does (the process's probe ``drain``: the task rows are made there; one
+    probe per process, shared by an in-process cluster's workers, metered once)."""
     for name, plugin in dask_worker.plugins.items():
         if name.startswith("daskprofile-"):
             meter = dask_worker._daskprofile_bench_meter = Meter()
             meter.wrap(plugin, "transition")
+            probe = plugin.probe
+            if probe is not None and "drain" not in probe.__dict__:
+                meter.wrap(probe, "drain")
 
 
 def worker_costs(dask_worker: Any) -> dict[str, Any]:
@@ -153,6 +159,45 @@ def worker_costs(dask_worker: Any) -> dict[str, Any]:
     ids = {t.native_id for t in threading.enumerate() if t.name.startswith("daskprofile-")}
     threads = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
     return {"hook": meter.cpu, "pid": os.getpid(), "threads": sum(threads.get(i, 0) for i in ids)}
+
+
+class Transport:
+    """CPU the messages of a run cost the scheduler on their way to the client, measured by
+    serializing them again here with distributed's protocol: a worker's message is read
+    (``loads``) and written (``dumps``) by the scheduler, the scheduler's own written."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self._push = dd.DistributedCollector._push
+
+    def __enter__(self) -> Transport:
+        original, messages = self._push, self.messages
+
+        def push(collector: Any, msg: Any) -> None:
+            messages.append(msg)
+            original(collector, msg)
+
+        dd.DistributedCollector._push = push  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dd.DistributedCollector._push = self._push  # type: ignore[method-assign]
+
+    def cpu(self) -> float:
+        return serialization_cpu(
+            [m for m in self.messages if m.get("src") != "scheduler"],
+            [m for m in self.messages if m.get("src") == "scheduler"],
+        )
+
+
+def serialization_cpu(through: list[Any], written: list[Any]) -> float:
+    """CPU seconds to read and write each of ``through`` and write each of ``written``."""
+    t = time.thread_time()
+    for msg in through:
+        protocol.loads(protocol.dumps(msg))
+    for msg in written:
+        protocol.dumps(msg)
+    return time.thread_time() - t
 
 
 def cpu_section(cluster: LocalCluster, client: Client, n: int, repeat: int) -> dict[str, float]:
@@ -172,7 +217,7 @@ def cpu_section(cluster: LocalCluster, client: Client, n: int, repeat: int) -> d
 def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, float]:
     """One compute of ``n`` tasks under each plugin, one plugin at a time."""
     out: dict[str, float] = {}
-    with daskprofile.profile(client=client) as run:
+    with Transport() as transport, daskprofile.profile(client=client) as run:
         path = meter_scheduler_plugin(scheduler, "daskprofile-", ("transition", "update_graph"))
         flush = meter_scheduler_plugin(scheduler, "daskprofile-", ("flush",))
         client.run(meter_worker_plugin)
@@ -181,6 +226,7 @@ def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, 
         elapsed = time.perf_counter() - t
         costs = client.run(worker_costs)
     assert len(run.tasks) == n, len(run.tasks)
+    out["daskprofile transport"] = transport.cpu() / n
     by_pid = {c["pid"]: c["threads"] for c in costs.values()}
     out["daskprofile scheduler plugin"] = (path.cpu + flush.cpu) / n
     out["  on the task path"] = path.cpu / n
@@ -191,9 +237,11 @@ def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, 
     meter.wrap(stream, "transition")
     with get_task_stream(client) as ts:
         workload(client, n)
+        records = list(stream.buffer)[-n:]  # what get_task_stream's call sends back
     del stream.__dict__["transition"]
     assert len(ts.data) == n
     out["task stream plugin"] = meter.cpu / n
+    out["task stream transport"] = serialization_cpu([], [records]) / n
     noop = NoopPlugin()
     scheduler.add_plugin(noop)
     meter = Meter()
@@ -286,6 +334,18 @@ def report(
         "no-op plugin (the meter)",
     ):
         print(f"  {name:30}{cpu[name] * 1e6:8.2f}   {cpu[name] / anchor:5.2f}x task stream")
+    meter = cpu["no-op plugin (the meter)"]
+    ours = cpu["daskprofile scheduler plugin"] + cpu["daskprofile worker plugin"]
+    print("without the meter's own cost (the no-op plugin's figure taken off each hook path):")
+    net_anchor = max(anchor - meter, 1e-12)
+    net_sched = max(cpu["daskprofile scheduler plugin"] - meter, 0.0)
+    net_all = max(ours - 2 * meter, 0.0)
+    print(f"  {'scheduler plugin':30}{net_sched * 1e6:8.2f}   {net_sched / net_anchor:5.2f}x")
+    print(f"  {'scheduler + worker plugins':30}{net_all * 1e6:8.2f}   {net_all / net_anchor:5.2f}x")
+    print(f"  {'task stream plugin':30}{net_anchor * 1e6:8.2f}   1.00x")
+    t_ours, t_ts = cpu["daskprofile transport"], cpu["task stream transport"]
+    print("serialization through the scheduler (distributed's protocol), us/task:")
+    print(f"  daskprofile's messages {t_ours * 1e6:6.2f}   task stream's records {t_ts * 1e6:6.2f}")
     share = cpu["samplers cpu fraction"]
     print(f"  samplers (stacks 10 ms + resources 100 ms): {share:.1%} of a core per process")
     print(f"fixed cost of one empty daskprofile.profile(client=...) block: {fixed * 1e3:.1f} ms")

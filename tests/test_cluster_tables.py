@@ -209,6 +209,9 @@ def test_a_worker_killed_mid_run_leaves_lost_tasks_rerun_and_killed_ones_recorde
         with daskprofile.profile(client=c) as run:
             a = c.map(inc, range(8), pure=False)
             distributed.wait(a)
+            # the workers send the rows they made within 50 ms; a worker killed sooner
+            # takes them with it (the results it held are computed again all the same)
+            _until(lambda: len(run.tasks) >= len(a))
             b = c.map(slow, a, delay=0.5, pure=False)
             victim = _running_somewhere(c)
             held = {k for k, where in c.who_has(a).items() if victim in where}
@@ -265,6 +268,13 @@ def test_a_worker_killed_mid_run_leaves_lost_tasks_rerun_and_killed_ones_recorde
     for f in failed:
         assert exceptions.loc[str(f.key), "type"] == "KilledWorker"
         assert victim in exceptions.loc[str(f.key), "message"]
+
+
+def _until(ready: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ready()
 
 
 def _running_somewhere(client: Any, timeout: float = 10.0) -> str:

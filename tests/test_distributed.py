@@ -21,7 +21,7 @@ distributed = pytest.importorskip("distributed")
 
 import daskprofile  # noqa: E402
 from daskprofile import distributed as dd  # noqa: E402
-from daskprofile.distributed._scheduler import SchedulerProbe  # noqa: E402
+from daskprofile.distributed._scheduler_graphs import GraphProbe  # noqa: E402
 from daskprofile.distributed._worker import WorkerProbe  # noqa: E402
 from daskprofile.distributed.collector import ALL_TASKS  # noqa: E402
 from daskprofile.stacktree import to_folded_lines  # noqa: E402
@@ -345,13 +345,13 @@ def test_round_trip_and_html(client: Any, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- failures
-class BrokenSchedulerProbe(SchedulerProbe):
-    def _finished(self, key: Any, submit: float, finish: str, kw: dict[str, Any]) -> None:
+class BrokenGraphProbe(GraphProbe):
+    def _group_ids(self, states: list[Any]) -> int | list[int]:
         raise RuntimeError("boom in the scheduler plugin")
 
 
 class BrokenOnScheduler(dd.DistributedCollector):
-    scheduler_probe = BrokenSchedulerProbe
+    graph_probe = BrokenGraphProbe
 
 
 class UnregistrableWorkerProbe(WorkerProbe):

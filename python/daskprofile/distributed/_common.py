@@ -51,4 +51,9 @@ def killed_text(key: object, kw: dict[str, Any]) -> str | None:
     pickled = kw.get("exception")
     if not isinstance(pickled, bytes | bytearray) or b"KilledWorker" not in pickled:
         return None
-    return f"KilledWorker('{key}: the workers that ran it died; last: {kw.get('worker')}')"
+    return killed_message(key, kw.get("worker"))
+
+
+def killed_message(key: object, worker: object) -> str:
+    """The text daskprofile gives a ``KilledWorker`` failure (``worker``: the last one)."""
+    return f"KilledWorker('{key}: the workers that ran it died; last: {worker}')"

@@ -1,5 +1,9 @@
 """Scheduler side: a plugin that records tasks as they finish and streams them in batches.
 
+This is the plugin for workers without daskprofile (the fallback): when every worker takes
+daskprofile's worker plugin, the workers measure the rows and :class:`~._scheduler_graphs.
+GraphProbe` (a subclass with no ``transition`` hook) only numbers graphs.
+
 Runs inside the scheduler's event loop. Every ``flush`` seconds what was gathered since
 the previous batch is published with ``Scheduler.log_event`` on the run's topic, which the
 client subscribed to (``final`` returns the last one directly). Nothing here ever raises
@@ -95,7 +99,13 @@ from ..keys import GroupIndex, key_label
 from ._common import MESSAGE_VERSION, exception_name, killed_text, worker_label
 from ._scheduler_tables import SchedulerTables
 
-__all__ = ["SchedulerProbe", "finish_probe", "forget_topic", "scheduler_clock"]
+__all__ = [
+    "SchedulerProbe",
+    "await_subscriber",
+    "finish_probe",
+    "forget_topic",
+    "scheduler_clock",
+]
 
 #: task columns of a batch, in order
 TASK_FIELDS = ("key", "group", "worker", "submit", "start", "stop", "error", "compute")
@@ -732,7 +742,8 @@ class SchedulerProbe(SchedulerPlugin):
         self._prune()
         groups = self._groups.groups
         cache = self._cache_rows()
-        more = self.tables.drain(self.scheduler)  # members, actions (see _scheduler_tables)
+        more = self.tables.drain(self.scheduler) or {}  # members, actions (_scheduler_tables)
+        more.update(self._extras())
         if not (
             more
             or self._columns["key"]
@@ -775,6 +786,10 @@ class SchedulerProbe(SchedulerPlugin):
         self._worker_info = {}
         self._graphs = []
         return msg
+
+    def _extras(self) -> dict[str, Any]:
+        """More of the batch, from a subclass (sent when not empty)."""
+        return {}
 
     def _prune(self) -> None:
         """Forget the entries of keys the scheduler forgot (not noted one by one: keys
@@ -940,6 +955,21 @@ def finish_probe(dask_scheduler: Any, name: str) -> dict[str, Any] | None:
     if not isinstance(probe, SchedulerProbe):
         return None
     return probe.final()
+
+
+async def await_subscriber(dask_scheduler: Any, topic: str, client: str, wait: float = 5.0) -> bool:
+    """Wait (up to ``wait`` s) until ``client`` is subscribed to ``topic``: the subscription
+    travels on the client's batched stream, not with this call, and events published
+    before it arrives reach nobody (they stay in the event log)."""
+    topics = getattr(getattr(dask_scheduler, "_broker", None), "_topics", None)
+    if not isinstance(topics, dict):
+        return False
+    deadline = time() + wait
+    while client not in getattr(topics.get(topic), "subscribers", ()):
+        if time() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
 
 
 async def forget_topic(dask_scheduler: Any, topic: str, client: str, wait: float = 2.0) -> bool:

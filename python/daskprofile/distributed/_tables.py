@@ -96,8 +96,10 @@ class TaskTable:
         cols["start"][i] += delta
         cols["stop"][i] += delta
 
-    def extend(self, rows: dict[str, list[Any]], to_perf: float) -> None:
-        """Append a batch; ``to_perf`` turns the scheduler's clock into ``perf_counter``."""
+    def extend(self, rows: dict[str, list[Any]], to_perf: float, corrected: bool = False) -> None:
+        """Append a batch; ``to_perf`` turns the scheduler's clock into ``perf_counter``;
+        ``corrected``: distributed's clock correction was taken off already (rows the
+        workers made)."""
         n = len(rows["key"])
         if not n:
             return
@@ -114,7 +116,8 @@ class TaskTable:
             first = self.columns.n
             for _ in range(n):
                 self.columns.commit()
-            self._apply_known(rows["key"], first)
+            if not corrected:
+                self._apply_known(rows["key"], first)
 
     def _apply_known(self, keys: list[str], first: int) -> None:
         """Correct the new rows whose correction came first; await the others."""

@@ -35,9 +35,14 @@ from ..collectors.stacks import _WorkerSampler
 from ..keys import GroupIndex, key_label
 from ..versions import versions
 from ._common import MESSAGE_VERSION
+from ._worker_rows import TaskRows
 from ._worker_tables import WorkerTables, drain_all
 
 __all__ = ["ProcessProbe", "WorkerProbe", "finish_worker"]
+
+#: states of a task running, and those it reaches from there having run
+_RUNNING = frozenset({"executing", "long-running"})
+_RAN = frozenset({"memory", "error"})
 
 #: where workers' stacks are cut (see :mod:`~daskprofile.collectors.stackcut`): at
 #: distributed's task runner, and at dask's task-calling machinery and distributed's context
@@ -135,6 +140,11 @@ class ProcessProbe:
         self.delays: list[tuple[str, float]] = []  # (key, correction applied by distributed)
         #: each attached worker's actions, transfers and memory (see _worker_tables)
         self.tables: dict[str, WorkerTables] = {}
+        #: each attached worker's task rows, when the workers measure them (see
+        #: _worker_rows); their groups are named once for the process
+        self.rows: dict[str, TaskRows] = {}
+        self.row_groups = GroupIndex()
+        self._row_groups_sent = 0
 
     def task_done(self, ts: Any) -> None:
         """Add the compute time of a task that finished executing to :attr:`spent`."""
@@ -212,12 +222,17 @@ class ProcessProbe:
             _in_background("stop", resources.stop)
 
     # ------------------------------------------------------------ draining
-    def drain(self, worker: Any, final: bool = False) -> dict[str, Any] | None:
-        """The message with what was sampled since the previous one (None: nothing new)."""
+    def drain(
+        self, worker: Any, final: bool = False, rows_only: bool = False
+    ) -> dict[str, Any] | None:
+        """The message with what was sampled since the previous one (None: nothing new);
+        ``rows_only``: only the task rows (sent soon after they are made, between the
+        periodic messages)."""
         with self.lock:
             if self.finished:
                 return None
-            msg: dict[str, Any] | None = self._guard(self._message, worker)
+            make = self._rows_message if rows_only else self._message
+            msg: dict[str, Any] | None = self._guard(make, worker)
             if msg is None and self.error is not None and not self._error_sent:
                 msg = self._envelope(worker)
             if msg is not None:
@@ -248,14 +263,42 @@ class ProcessProbe:
             raise RuntimeError(f"stack sampler: {self.stacks.error}")
         delays, self.delays = self.delays, []
         tables = drain_all(self.tables)  # never raises: its errors travel inside
-        if stacks is None and resources is None and not delays and not tables and self.seq > 0:
+        rows = self._rows()
+        if not (stacks or resources or delays or tables or rows or self.seq == 0):
             return None
         msg = self._envelope(worker)
         msg["stacks"] = stacks
         msg["resources"] = resources
         msg["delays"] = delays
         msg["tables"] = tables
+        if rows:
+            msg.update(rows)
         return msg
+
+    def _rows_message(self, worker: Any) -> dict[str, Any] | None:
+        rows = self._rows()
+        if rows is None:
+            return None
+        msg = self._envelope(worker)
+        msg.update(rows)
+        return msg
+
+    def _rows(self) -> dict[str, Any] | None:
+        """The workers' task rows since the previous message: ``rows`` (address ->
+        columns), ``row_groups`` (group names new since then; ids follow), ``row_texts``
+        (failed tasks' texts by key label) and ``rows_dropped``; None when there are none."""
+        per_worker, texts, dropped = {}, {}, 0
+        for address, task_rows in list(self.rows.items()):
+            columns = task_rows.drain()
+            if columns is not None:
+                per_worker[address] = columns
+            texts.update(task_rows.texts())
+            dropped += task_rows.dropped
+        if not per_worker and not texts:
+            return None
+        names = self.row_groups.groups
+        new, self._row_groups_sent = names[self._row_groups_sent :], len(names)
+        return {"rows": per_worker, "row_groups": new, "row_texts": texts, "rows_dropped": dropped}
 
     def _envelope(self, worker: Any) -> dict[str, Any]:
         delay = 0.0 if self.same_host else float(getattr(worker, "scheduler_delay", 0.0) or 0.0)
@@ -328,6 +371,7 @@ class WorkerProbe(WorkerPlugin):
         self.worker: Any = None
         self.probe: ProcessProbe | None = None
         self.tables: WorkerTables | None = None
+        self.rows: TaskRows | None = None
         self._callback: PeriodicCallback | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -343,48 +387,76 @@ class WorkerProbe(WorkerPlugin):
         self.tables = WorkerTables(worker, self.settings, self.probe.same_host)
         self.tables.start()
         self.probe.tables[self.tables.address] = self.tables
+        if self.settings.get("rows"):  # task rows measured here (the scheduler numbers graphs)
+            self.rows = TaskRows(worker, self.probe.same_host, self.probe.row_groups)
+            self.rows.send = self.send_rows
+            self.probe.rows[self.rows.address] = self.rows
         self._callback = PeriodicCallback(self.flush, self.settings["flush"] * 1000)
         self._callback.start()
         # at once: the client knows this worker's clock correction before any of its rows
         self.flush()
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-        probe, worker = self.probe, self.worker
-        if probe is None or worker is None or "executing" not in (start, finish):
+        probe, worker, rows = self.probe, self.worker, self.rows
+        if probe is None or worker is None:
             return
         try:
-            if finish == "executing":
-                probe.task_executing(key, float(worker.scheduler_delay or 0.0))
-            else:
+            if finish == "waiting":  # to be computed here
+                if rows is not None:
+                    rows.arrived(key)
+            elif finish == "executing":
+                if rows is not None:
+                    rows.executing(key)
+                else:  # the scheduler's rows carry distributed's correction: say which
+                    probe.task_executing(key, float(worker.scheduler_delay or 0.0))
+            elif start in _RUNNING:
                 ts = worker.state.tasks.get(key)
                 probe.task_done(ts)
+                if rows is not None:
+                    if ts is not None and finish in _RAN:
+                        rows.done(ts, finish)
+                    else:
+                        rows.forget(key)
                 tables = self.tables  # a transfer, a disk read or write besides compute
                 if tables is not None and ts is not None and len(ts.startstops) > 1:
                     tables.note(ts, finish)
+            elif finish == "released" and rows is not None and start != "memory":
+                rows.forget(key)  # stolen or cancelled before it ran
         except Exception as exc:  # never raise into the worker
             probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
 
     def teardown(self, worker: Any) -> None:
+        if self.rows is not None:
+            self.flush()  # a worker leaving mid-run: the rows it made are sent first
         callback, self._callback = self._callback, None
         if callback is not None:
             callback.stop()
         tables, self.tables = self.tables, None
         probe, self.probe = self.probe, None
+        rows, self.rows = self.rows, None
+        if rows is not None:
+            rows.send = None
         if tables is not None:
             tables.stop()
             if probe is not None:
                 probe.tables.pop(tables.address, None)
+        if rows is not None and probe is not None:
+            probe.rows.pop(rows.address, None)
         if probe is not None and probe.detach(worker):
             _drop_probe(self.topic, probe)
 
-    def flush(self) -> None:
+    def send_rows(self) -> None:
+        """Send the task rows made since the previous message (worker's event loop)."""
+        self.flush(rows_only=True)
+
+    def flush(self, rows_only: bool = False) -> None:
         """Send what the probe sampled since the previous message (worker's event loop)."""
         probe = self.probe
         if probe is None:
             return
         msg = None
         try:
-            msg = probe.drain(self.worker)
+            msg = probe.drain(self.worker, rows_only=rows_only)
             if msg is not None:
                 self.worker.log_event(self.topic, msg)
         except Exception as exc:  # never raise into the worker: send the error instead

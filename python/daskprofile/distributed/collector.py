@@ -8,16 +8,18 @@
     collector.stop()             # last batches, plugins and event topic removed
     collector.tasks_snapshot(), collector.resources_snapshot(), collector.stacks.trees()
 
-Batches come from the scheduler (tasks, cache) and from each worker process (stacks,
-resources), each numbered; they are applied in order per sender, in the client's event
+Task rows are measured on the workers (their plugin is registered first), and the
+scheduler's plugin only numbers graphs (:mod:`._scheduler_graphs`); the two are joined
+here (:mod:`._assemble`). Batches come from the scheduler (graphs, cache) and from each
+worker process (task rows, stacks, resources), each numbered; they are applied in order per sender, in the client's event
 loop thread. Times arrive in the scheduler's clock and are stored as this process's
 ``perf_counter`` seconds, like every local collector. The collector never raises into
 the computation: any failure warns once, is recorded in ``errors`` and switches the
 failing part off.
 
 Workers without daskprofile (an image without the package: the worker plugin cannot be
-unpickled there) or any other failure to register the worker plugin: the scheduler plugin
-stays (task rows, cache, graphs), whatever of the worker plugin got registered is removed,
+unpickled there) or any other failure to register the worker plugin: the scheduler's plugin
+records the task rows itself (:mod:`._scheduler`; task rows, cache, graphs), whatever of the worker plugin got registered is removed,
 and the collector falls back to what the scheduler knows. Each worker's CPU and memory come
 from its heartbeats (polled with ``Scheduler.identity`` from the client's event loop every
 ``max(dt, 0.5)`` s), stacks from distributed's own profiler (fetched at stop, all tasks in
@@ -44,9 +46,17 @@ import numpy as np
 from ..collectors.base import Collector
 from ..collectors.stacks import PAYLOAD_VERSION, StackCollector
 from ..stacktree import FrameInfo, Tree
+from ._assemble import RowAssembler
 from ._cluster_log import ClusterLog
 from ._common import MESSAGE_VERSION, worker_address
-from ._scheduler import SchedulerProbe, finish_probe, forget_topic, scheduler_clock
+from ._scheduler import (
+    SchedulerProbe,
+    await_subscriber,
+    finish_probe,
+    forget_topic,
+    scheduler_clock,
+)
+from ._scheduler_graphs import GraphProbe
 from ._scheduler_tables import enable_actions
 from ._tables import CacheTable, Lookup, ProcessResources, TaskTable, cluster_totals
 from ._worker import WorkerProbe, finish_worker
@@ -141,7 +151,9 @@ class DistributedCollector(Collector):
     """
 
     name = "distributed"
-    #: the plugin classes (tests replace them to check failure handling)
+    #: the plugin classes (tests replace them to check failure handling): the scheduler's
+    #: when the workers measure the task rows, when they cannot, and the workers'
+    graph_probe: type[SchedulerProbe] = GraphProbe
     scheduler_probe: type[SchedulerProbe] = SchedulerProbe
     worker_probe: type[WorkerProbe] = WorkerProbe
     #: seconds to wait at stop for batches still in flight
@@ -202,6 +214,10 @@ class DistributedCollector(Collector):
         self.started = False
         self.scheduler_address: str | None = None  # (a closed client forgets it)
         self.registered: list[str] = []
+        #: who measures the task rows: ``"workers"`` (the scheduler numbers graphs only)
+        #: or ``"scheduler"`` (workers without daskprofile)
+        self.rows_from = "scheduler"
+        self.assembler = RowAssembler(self.groups, self.tasks.workers, all_clients)
         self.on_batch: Callable[[DistributedCollector], None] | None = None
         #: takes the scheduler's batches instead of this collector's own tables (a
         #: :class:`~.source.ClusterSource` routing rows to runs)
@@ -271,6 +287,14 @@ class DistributedCollector(Collector):
         self.to_perf = perf_counter() - time.time()
         self._guard("subscribing", client.subscribe_topic, self.topic, self._on_event)
         self._subscribed = not self.failed
+        if not self.failed:  # the plugins' first messages must find us subscribed
+            self._guard(
+                "subscribing",
+                client.run_on_scheduler,
+                await_subscriber,
+                topic=self.topic,
+                client=client.id,
+            )
         if not self.failed:
             self._guard("clock", self._measure_clock)
         if not self.failed:
@@ -288,31 +312,44 @@ class DistributedCollector(Collector):
         self.to_perf = perf_counter() - time.time() - self.clock_offset
 
     def _register(self) -> None:
+        """The worker plugin first: when every worker takes it, the workers measure the
+        task rows and the scheduler's plugin only numbers graphs (nothing per task there);
+        else the scheduler's plugin records the tasks (see :meth:`_without_worker_plugin`)."""
         o = self.options
-        client = self.client
-        clients = None if o["all_clients"] else [client.id]
-        probe = self.scheduler_probe(
+        if o["tasks"] or o["stacks"] or o["resources"]:
+            self._register_workers()
+        if self.failed:
+            return
+        thin = "worker" in self.registered
+        self.rows_from = "workers" if thin else "scheduler"
+        probe = (self.graph_probe if thin else self.scheduler_probe)(
             self.topic,
-            clients,
+            None if o["all_clients"] else [self.client.id],
             tasks=o["tasks"],
             cache=o["cache"],
             flush=o["flush"],
-            owner=str(client.id),
+            owner=str(self.client.id),
         )
-        self._guard("registering the scheduler plugin", client.register_plugin, probe, self.topic)
+        self._guard(
+            "registering the scheduler plugin", self.client.register_plugin, probe, self.topic
+        )
         if self.failed:
             return
         self.registered.append("scheduler")
-        if not (o["stacks"] or o["resources"]):
-            return
+        if self._why:
+            self._reduce_tables(self._why)  # (the scheduler's plugin is there now)
+
+    def _register_workers(self) -> None:
+        o = self.options
         settings = {k: o[k] for k in ("stacks", "resources", "dt", "interval", "cycle", "flush")}
         settings["switch_interval"] = o["switch_interval"]
         settings["client_host"] = socket.gethostname()
         settings["tasks"] = o["tasks"]  # actions and transfers (see _worker_tables)
+        settings["rows"] = o["tasks"]  # task rows (see _worker_rows)
         self._since = time.time() + self.clock_offset
         self.registered.append("worker")  # partly registered on failure: remove it too
         try:
-            client.register_plugin(self.worker_probe(self.topic, settings), self.topic)
+            self.client.register_plugin(self.worker_probe(self.topic, settings), self.topic)
         except Exception as exc:  # distributed raises the first worker's error
             self._without_worker_plugin(exc)
 
@@ -338,7 +375,6 @@ class DistributedCollector(Collector):
             self.reduced["resources"] = f"{why}: CPU/memory from the scheduler's heartbeats"
             sync = self.client.sync
             self._guard("heartbeat resources", sync, self._start_heartbeats, whole=False)
-        self._reduce_tables(why)
         warnings.warn(
             f"daskprofile: {why}; recording {' and '.join(self.reduced)} in a reduced way "
             "(tasks, cache and graphs as usual); the computation is not affected",
@@ -469,6 +505,9 @@ class DistributedCollector(Collector):
             for _, msg in events:
                 self._push(msg)
         self.missing_batches += self._inbox.flush_gaps()
+        if self.rows_from == "workers":  # rows whose graph never came
+            with self._inbox.lock:
+                self._apply_batch(self.assembler.finish())
 
     def _cleanup(self) -> None:
         client = self.client
@@ -538,6 +577,13 @@ class DistributedCollector(Collector):
         return self.tasks.workers
 
     def _apply_scheduler(self, msg: dict[str, Any]) -> None:
+        if msg.get("mode") == "graphs":  # the workers measure the rows: joined here
+            msg = {**msg, **self.assembler.scheduler(msg)}
+        self._apply_batch(msg)
+        self._log_errors(self.log.scheduler_tables(msg, self.to_perf))
+
+    def _apply_batch(self, msg: dict[str, Any]) -> None:
+        """A batch in the scheduler probe's format (from it, or made by the assembler)."""
         self.groups.extend(msg["groups"])
         self.tasks.workers.extend(msg["workers"])
         for address, info in msg["worker_info"].items():
@@ -548,11 +594,10 @@ class DistributedCollector(Collector):
         if self.router is not None:
             self.router.scheduler_batch(self, msg)
         else:
-            self.tasks.extend(msg["tasks"], self.to_perf)
+            self.tasks.extend(msg["tasks"], self.to_perf, corrected=bool(msg.get("corrected")))
             self.cache.extend(msg["cache"], self.to_perf)
         self.computes = int(msg["computes"])
         self.dropped_tasks = int(msg["dropped"])
-        self._log_errors(self.log.scheduler_tables(msg, self.to_perf))
 
     def _apply_worker(self, msg: dict[str, Any]) -> None:
         src = str(msg["src"])
@@ -571,6 +616,8 @@ class DistributedCollector(Collector):
             self.router.worker_batch(msg)
         elif msg.get("delays"):
             self.tasks.correct(msg["delays"])
+        if msg.get("rows") or msg.get("row_texts"):  # task rows measured there
+            self._apply_batch(self.assembler.worker(msg))
         shift = float(msg["clock"]) + self.to_perf  # worker perf_counter -> ours
         if msg.get("resources"):
             proc.extend(msg["resources"], shift)

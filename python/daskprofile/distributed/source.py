@@ -380,12 +380,17 @@ class ClusterSource:
         keys = [rows["key"][i] for i in picked]
         workers = [names.workers[rows["worker"][i]] for i in picked]
         # distributed's clock correction, taken off now: exactly if it came already, else
-        # the worker's latest (the exact one, when it comes, moves the row the rest)
+        # the worker's latest (the exact one, when it comes, moves the row the rest); rows
+        # the workers made come without it
         corrections, latest = entry.corrections, entry.worker_delay
-        applied = [
-            _pop_or(corrections, key, latest.get(worker_address(w), 0.0))
-            for key, w in zip(keys, workers, strict=True)
-        ]
+        applied = (
+            [0.0] * len(keys)
+            if names.corrected
+            else [
+                _pop_or(corrections, key, latest.get(worker_address(w), 0.0))
+                for key, w in zip(keys, workers, strict=True)
+            ]
+        )
         shift = names.to_perf
         starts = [rows["start"][i] + shift - d for i, d in zip(picked, applied, strict=True)]
         stops = [rows["stop"][i] + shift - d for i, d in zip(picked, applied, strict=True)]
@@ -402,7 +407,7 @@ class ClusterSource:
             exception=_row_texts(names.texts, keys, rows, picked),
         )
         first = tasks.add_rows(remote)
-        if "worker" in entry.collector.registered:  # its worker plugin sends them
+        if not names.corrected and "worker" in entry.collector.registered:  # sent by workers
             for offset, (key, d) in enumerate(zip(keys, applied, strict=True)):
                 _remember(entry.awaiting, key, (tasks, first + offset, d))
 
@@ -439,6 +444,8 @@ class _Names:
     to_perf: float
     #: the batch's failed tasks' ``[exception_text, traceback_text]`` by key label
     texts: Mapping[str, Any] = field(default_factory=dict)
+    #: distributed's clock correction is off the rows already (the workers made them)
+    corrected: bool = False
 
 
 class _Router:
@@ -456,6 +463,7 @@ class _Router:
                 return
             names = _Names(collector.groups.names, collector.worker_labels.names, collector.to_perf)
             names.texts = msg.get("exceptions") or {}
+            names.corrected = bool(msg.get("corrected"))
             source._graphs(entry, msg.get("graphs") or [], collector.groups)
             source._tasks(entry, msg["tasks"], names)
             source._cache(msg["cache"], names)
