@@ -430,3 +430,58 @@ def open_from_path(page: Any, path: str) -> None:
 def activate_tab(page: Any, path: str) -> None:
     """Bring the main-area tab of document ``path`` to the front."""
     page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=path).first.click()
+
+
+# --- hostile content: what a payload may not have made of the page ------------------------
+
+HOSTILE_DOM_JS = """(marker) => {
+    // every element (shadow roots too: bokeh draws in them) that a payload carrying
+    // `marker` would have made live: an event handler, a javascript: URL, a script of its
+    // own (`<script>window.<marker>=...`; data blocks hold it inside strings), the
+    // <img src=x> of the classic probe
+    const found = [];
+    const url = /^(href|src|action|formaction|xlink:href|data)$/;
+    const walk = (root) => {
+        for (const el of root.querySelectorAll('*')) {
+            const tag = el.tagName.toLowerCase();
+            for (const a of el.attributes) {
+                if (a.name.startsWith('on') && a.value.includes(marker)) found.push(tag + '[' + a.name + ']');
+                if (url.test(a.name) && /^\\s*javascript:/i.test(a.value)) found.push(tag + '[' + a.name + '=javascript:]');
+            }
+            if (tag === 'img' && el.getAttribute('src') === 'x') found.push('img[src=x]');
+            if (tag === 'script' && el.textContent.trim().startsWith('window.' + marker)) found.push('script');
+            if (el.shadowRoot) walk(el.shadowRoot);
+        }
+    };
+    walk(document);
+    return found;
+}"""
+
+
+def hostile_elements(page: Any, marker: str = "__pwned") -> list[str]:
+    """Elements of every frame of ``page`` that a payload naming ``marker`` made live
+    (handlers, ``javascript:`` URLs, its own scripts, ``img[src=x]``); ``[]`` when none."""
+    found: list[str] = []
+    for frame in page.frames:
+        found += frame.evaluate(HOSTILE_DOM_JS, marker)
+    return found
+
+
+def pwned(page: Any, name: str = "__pwned") -> list[str]:
+    """The frames of ``page`` where a payload ran (set ``window[name]``)."""
+    return [f.url for f in page.frames if f.evaluate(f"() => typeof window.{name}") != "undefined"]
+
+
+def hover_task(page: Any, root: str, text: str = "key") -> str:
+    """Move over the task stream under ``root`` until a task's tooltip shows ``text``;
+    returns the tooltip's text."""
+    canvas = page.locator(f"{root} .jp-DaskProfile-taskStream canvas")
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    tooltip = page.locator(f"{root} .jp-DaskProfile-taskStream .jp-DaskProfile-tooltip")
+    for y in range(22, int(box["height"]) - 4, 6):
+        for x in range(80, int(box["width"]) - 4, 12):
+            page.mouse.move(box["x"] + x, box["y"] + y)
+            if tooltip.is_visible() and text in tooltip.inner_text():
+                return str(tooltip.inner_text())
+    raise AssertionError(f"no task tooltip with {text!r} anywhere on the task stream")
