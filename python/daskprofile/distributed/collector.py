@@ -3,7 +3,7 @@
 ::
 
     collector = DistributedCollector(client, dt=0.1, interval=0.01)
-    collector.start()            # subscribe, register the scheduler + worker plugins
+    collector.start()            # subscribe, register the worker + scheduler plugins
     ...                          # computations on the cluster
     collector.stop()             # last batches, plugins and event topic removed
     collector.tasks_snapshot(), collector.resources_snapshot(), collector.stacks.trees()
@@ -11,20 +11,21 @@
 Task rows are measured on the workers (their plugin is registered first), and the
 scheduler's plugin only numbers graphs (:mod:`._scheduler_graphs`); the two are joined
 here (:mod:`._assemble`). Batches come from the scheduler (graphs, cache) and from each
-worker process (task rows, stacks, resources), each numbered; they are applied in order per sender, in the client's event
-loop thread. Times arrive in the scheduler's clock and are stored as this process's
-``perf_counter`` seconds, like every local collector. The collector never raises into
-the computation: any failure warns once, is recorded in ``errors`` and switches the
-failing part off.
+worker process (task rows, stacks, resources), each numbered; they are applied in order
+per sender, in the client's event loop thread. Times arrive in the scheduler's clock and
+are stored as this process's ``perf_counter`` seconds, like every local collector. The
+collector never raises into the computation: any failure warns once, is recorded in
+``errors`` and switches the failing part off.
 
 Workers without daskprofile (an image without the package: the worker plugin cannot be
-unpickled there) or any other failure to register the worker plugin: the scheduler's plugin
-records the task rows itself (:mod:`._scheduler`; task rows, cache, graphs), whatever of the worker plugin got registered is removed,
-and the collector falls back to what the scheduler knows. Each worker's CPU and memory come
-from its heartbeats (polled with ``Scheduler.identity`` from the client's event loop every
-``max(dt, 0.5)`` s), stacks from distributed's own profiler (fetched at stop, all tasks in
-one group, :data:`ALL_TASKS`; nothing if it has no samples). :attr:`reduced` names what is
-reduced and why; one ``RuntimeWarning`` says so; the computation is never failed.
+unpickled there) or any other failure to register the worker plugin: whatever of the
+worker plugin got registered is removed, the scheduler's plugin records the task rows
+itself (:mod:`._scheduler`: task rows, cache, graphs) and the collector falls back to what
+the scheduler knows. Each worker's CPU and memory come from its heartbeats (polled with
+``Scheduler.identity`` from the client's event loop every ``max(dt, 0.5)`` s), stacks from
+distributed's own profiler (fetched at stop, all tasks in one group, :data:`ALL_TASKS`;
+nothing if it has no samples). :attr:`reduced` names what is reduced and why; one
+``RuntimeWarning`` says so; the computation is never failed.
 """
 
 from __future__ import annotations
