@@ -22,8 +22,8 @@ Message: as the scheduler probe's (``tasks`` empty, ``pending`` empty), plus
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import not_
+from itertools import compress, repeat
+from operator import is_, not_
 from time import monotonic
 from typing import Any
 
@@ -59,7 +59,7 @@ class GraphProbe(SchedulerProbe):
 
     def _note_graph(self, scheduler: Any, client: str, tasks: list[Any], keys: Any) -> None:
         states = list(map(scheduler.tasks.get, tasks))
-        if None in states:  # not expected: touched tasks are in the scheduler's state
+        if any(map(is_, states, repeat(None))):  # not expected (C-level: no __eq__ calls)
             tasks = list(compress(tasks, states))
             states = list(filter(None, states))
         gids = self._group_ids(states)
@@ -96,9 +96,11 @@ class GraphProbe(SchedulerProbe):
         batch (the rows come without them)."""
         if self.scheduler is None:
             return
-        for address in self.scheduler.workers.keys() - self._described:
-            self._described.add(address)
-            self._worker_info[address] = self._describe_worker(address)
+        described = self._described
+        for address in self.scheduler.workers:  # (a SortedDict: its key views are slow)
+            if address not in described:
+                described.add(address)
+                self._worker_info[address] = self._describe_worker(address)
 
     def _quiet(self) -> list[int]:
         """Computes whose groups have had nothing to do for ``QUIET_HOLD`` s (forgotten)."""
