@@ -150,15 +150,22 @@ def meter_worker_plugin(dask_worker: Any) -> None:
             meter.wrap(plugin, "transition")
             probe = plugin.probe
             if probe is not None and "drain" not in probe.__dict__:
-                meter.wrap(probe, "drain")
+                drain = dask_worker._daskprofile_bench_drain = Meter()
+                drain.wrap(probe, "drain")
 
 
 def worker_costs(dask_worker: Any) -> dict[str, Any]:
     """(On a worker) hook CPU and the CPU of this process's daskprofile threads."""
     meter = dask_worker.__dict__.pop("_daskprofile_bench_meter", None) or Meter()
+    drain = dask_worker.__dict__.pop("_daskprofile_bench_drain", None) or Meter()
     ids = {t.native_id for t in threading.enumerate() if t.name.startswith("daskprofile-")}
     threads = {t.id: t.user_time + t.system_time for t in psutil.Process().threads()}
-    return {"hook": meter.cpu, "pid": os.getpid(), "threads": sum(threads.get(i, 0) for i in ids)}
+    return {
+        "hook": meter.cpu,
+        "drain": drain.cpu,
+        "pid": os.getpid(),
+        "threads": sum(threads.get(i, 0) for i in ids),
+    }
 
 
 class Transport:
@@ -231,7 +238,11 @@ def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, 
     out["daskprofile scheduler plugin"] = (path.cpu + flush.cpu) / n
     out["  on the task path"] = path.cpu / n
     out["  in flush (batches)"] = flush.cpu / n
-    out["daskprofile worker plugin"] = sum(c["hook"] for c in costs.values()) / n
+    out["  worker: transition hook"] = sum(c["hook"] for c in costs.values()) / n
+    out["  worker: its messages"] = sum(c["drain"] for c in costs.values()) / n
+    out["daskprofile worker plugin"] = (
+        out["  worker: transition hook"] + out["  worker: its messages"]
+    )
     out["samplers cpu fraction"] = sum(by_pid.values()) / elapsed / max(1, len(by_pid))
     meter = Meter()
     meter.wrap(stream, "transition")
@@ -330,6 +341,8 @@ def report(
         "  on the task path",
         "  in flush (batches)",
         "daskprofile worker plugin",
+        "  worker: transition hook",
+        "  worker: its messages",
         "task stream plugin",
         "no-op plugin (the meter)",
     ):

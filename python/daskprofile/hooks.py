@@ -70,7 +70,10 @@ __all__ = [
     "current_call",
     "add_listener",
     "drain_observers",
+    "enter_scope",
+    "exit_scope",
     "flush",
+    "in_scope",
     "installed",
     "listeners",
     "original_get_async",
@@ -208,6 +211,8 @@ class Listener:
 
     worker_hooks: tuple[WorkerHook, ...] = ()
     track_running: bool = False
+    #: the block this listener records for (:func:`enter_scope`); None: every compute
+    scope: object | None = None
 
     def on_compute_start(self, compute: Compute) -> None:
         """A compute starts; ``compute.dsk`` is its graph."""
@@ -791,9 +796,58 @@ def _nested() -> bool:
     return _current.get() is not None or _tls.task is not None or get_ident() in _running
 
 
+# ---------------------------------------------------------------- scopes
+# A ``profile()`` block is a scope: its listeners get the computes started where the block
+# is open (its thread, or a context copied from it), so blocks open in several threads at
+# once keep their runs apart. A compute started where no open block is (a thread the
+# block's code started) goes to every open block, as it did before scopes.
+_scopes: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
+    "daskprofile_scopes", default=()
+)
+_open_scopes: set[int] = set()  # id() of the scopes open anywhere
+
+
+def enter_scope(scope: object) -> contextvars.Token[tuple[object, ...]]:
+    """Open ``scope`` in this context (innermost last); give the token to :func:`exit_scope`."""
+    with _lock:
+        _open_scopes.add(id(scope))
+    return _scopes.set((*_scopes.get(), scope))
+
+
+def exit_scope(scope: object, token: contextvars.Token[tuple[object, ...]]) -> None:
+    """Close ``scope`` (from any context: a token of another context is ignored)."""
+    with _lock:
+        _open_scopes.discard(id(scope))
+    with contextlib.suppress(ValueError, RuntimeError):
+        _scopes.reset(token)
+
+
+def _here() -> tuple[object, ...]:
+    """The scopes open in this context that are still open."""
+    return tuple(s for s in _scopes.get() if id(s) in _open_scopes)
+
+
+def in_scope(scope: object | None) -> bool:
+    """Whether what starts in this context belongs to ``scope`` (None: to everything)."""
+    if scope is None:
+        return True
+    here = _here()
+    return not here or any(s is scope for s in here)
+
+
+def _scoped(active: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The listeners of ``active`` a compute starting in this context belongs to."""
+    if not _scopes.get():
+        return active
+    here = _here()
+    if not here:
+        return active
+    return tuple(lst for lst in active if getattr(lst, "scope", None) in (None, *here))
+
+
 def get_async(*args: Any, **kwargs: Any) -> Any:
     """Drop-in for ``dask.local.get_async`` that feeds the registered listeners."""
-    active = tuple(lst for lst in _listeners if id(lst) not in _faulted)
+    active = _scoped(tuple(lst for lst in _listeners if id(lst) not in _faulted))
     if _nested():
         kwargs.setdefault("callbacks", ())  # dask: only the outermost compute uses globals
         return original_get_async(*args, **kwargs)

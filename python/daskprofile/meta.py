@@ -2,7 +2,8 @@
 
 Who ran what, where and when (``id``, ``host``, ``pid``, ``wall0``, ``t0``, ``t1``), how it
 was recorded (``options``, ``schedulers``, ``computes``), what was lost (``dropped``,
-``errors``), what was recorded in a reduced way and why (``reduced``, ``{part: why}``: e.g.
+``errors``), what ended it early (``ended_by``: the exception that left the recorded
+block), what was recorded in a reduced way and why (``reduced``, ``{part: why}``: e.g.
 the stacks and resources of cluster workers without daskprofile), what it is called
 (``title``, ``code``), the cluster it ran on (``distributed``) and the versions of Python and
 of the libraries that ran it (``versions``). Fields are checked when a
@@ -47,6 +48,9 @@ class RunMeta(MutableMapping[str, Any]):
     #: parts recorded in a reduced way -> why and what is left (e.g. ``"stacks"``)
     reduced: dict[str, str] = field(default_factory=dict)
     finished: bool = True
+    #: the exception that ended the recorded block early, as ``"Type: message"``
+    #: (``"KeyboardInterrupt"``, a task's error, a cluster gone); None when it ran to its end
+    ended_by: str | None = None
     auto: bool = False
     title: str | None = None
     code: str | None = None
@@ -126,6 +130,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "errors": (list, tuple),
     "reduced": (dict,),
     "finished": (bool,),
+    "ended_by": (str, type(None)),
     "auto": (bool,),
     "title": (str, type(None)),
     "code": (str, type(None)),
@@ -133,6 +138,18 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "versions": (dict,),
 }
 _FIELDS = frozenset(_TYPES)
+
+
+def ended_by(exc: BaseException) -> str:
+    """``exc`` as ``run.meta.ended_by`` keeps it: ``"Type: message"`` (bounded)."""
+    text = str(exc)
+    name = type(exc).__name__
+    out = f"{name}: {text}" if text else name
+    return out if len(out) <= MAX_ENDED_BY else out[: MAX_ENDED_BY - 3] + "..."
+
+
+#: longest ``ended_by`` kept (a message can carry a whole graph's repr)
+MAX_ENDED_BY = 1000
 
 
 def _check(name: str, value: Any) -> None:

@@ -12,7 +12,8 @@ batch's keys and its first row). A cluster graph is kept by reference as it leav
 when the run finishes: the edges as a CSR over the run's task rows (``indptr`` int64,
 ``indices`` int32: row ``i`` waited for rows ``indices[indptr[i]:indptr[i + 1]]``), about
 4 B per edge and 8 B per task. Held graphs are converted early once they hold
-:data:`MAX_HELD` tasks, so memory stays bounded.
+``max_held`` tasks (at most :data:`MAX_HELD`; a run passes its ``max-records``), and edges
+of rows the task table dropped are let go then, so memory stays bounded by the cap.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from itertools import chain, repeat
 from time import perf_counter
 from typing import Any
@@ -110,9 +111,13 @@ class GraphRecorder(Collector):
 
     name = "graph"
 
-    def __init__(self, max_held: int = MAX_HELD) -> None:
+    def __init__(
+        self, max_held: int = MAX_HELD, kept_from: Callable[[], int] | None = None
+    ) -> None:
+        """``kept_from()``: the absolute index of the oldest task row still kept."""
         super().__init__()
-        self.max_held = max_held
+        self.max_held = min(max_held, MAX_HELD)
+        self.kept_from = kept_from
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
         self._held_tasks = 0
@@ -137,6 +142,14 @@ class GraphRecorder(Collector):
             held.tasks += len(keys)
             held.cpu_end = machine_cpu()  # the last batch comes as the compute ends
             self._held_tasks += len(keys)
+            over = self._held_tasks > self.max_held
+        if over:
+            self._convert(finished_only=True)
+
+    def on_compute_end(self, compute: Compute, state: Any, failed: bool) -> None:
+        """Over ``max_held``: convert now rather than keep dask's dependencies of a
+        finished compute alive until the next compute's rows (or the run's end)."""
+        with self._lock:
             over = self._held_tasks > self.max_held
         if over:
             self._convert(finished_only=True)
@@ -176,6 +189,14 @@ class GraphRecorder(Collector):
             if pairs is not None:
                 with self._lock:
                     self._pairs.append(pairs)
+        if taken and self.kept_from is not None:
+            self._forget_before(self.kept_from())
+
+    def _forget_before(self, first: int) -> None:
+        """Let go of the edges that touch rows before ``first`` (dropped by the cap)."""
+        with self._lock:
+            kept = [_from_row(p, first) for p in self._pairs]
+            self._pairs = [p for p in kept if len(p[0])]
 
     def _note_compute(self, compute: Compute, idle: float) -> None:
         call = compute.t_call if compute.t_call is not None else np.nan
@@ -253,6 +274,15 @@ def _pairs(
     task_rows = np.repeat(rows, counts)
     keep = (task_rows >= 0) & (dep_rows >= 0)
     return task_rows[keep], dep_rows[keep]
+
+
+def _from_row(pairs: tuple[np.ndarray, np.ndarray], first: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(task rows, dependency rows)`` pairs whose both ends are rows ``>= first``."""
+    task, dep = pairs
+    if not len(task) or (task.min() >= first and dep.min() >= first):
+        return pairs
+    keep = (task >= first) & (dep >= first)
+    return task[keep], dep[keep]
 
 
 def _count(items: Any) -> int:

@@ -12,12 +12,12 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import pandas as pd
 
+from ..files import write_whole
 from ..meta import RunMeta
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
@@ -221,8 +221,7 @@ def write_text(path: PathLike, text: str, storage_options: Mapping[str, Any] | N
         with fsspec.open(target, mode="w", compression="infer", **(storage_options or {})) as f:
             f.write(text)
         return target
-    Path(target).write_text(text, encoding="utf-8")
-    return target
+    return write_whole(target, lambda f: f.write(text))  # whole or not at all
 
 
 def as_runs(run_or_runs: RunLike | Sequence[RunLike]) -> list[RunLike]:

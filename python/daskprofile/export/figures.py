@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..files import write_whole
 from ._common import RunLike, task_arrays
 from ._lod import decimate
 from ._plots import cache_lines, flame_panel
@@ -263,7 +264,7 @@ def publish(
     if save:
         doc = _document(layout, mode, title)
         path = Path(filename if filename is not None else "profile.html")
-        path.write_text(doc, encoding="utf-8")
+        write_whole(path, lambda f: f.write(doc))  # whole or not at all
         written = str(path)
     if show:
         doc = doc if doc is not None and mode != "cdn" else _document(layout, None, title)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..files import atomic_open
 from ._common import PathLike, RunLike, TaskArrays, task_arrays
 
 PID = 1
@@ -106,6 +107,6 @@ def _trace_chunks(run: RunLike) -> Iterator[str]:
 def to_chrome_trace(run: RunLike, path: PathLike) -> str:
     """Write the run as a Chrome/Perfetto trace (JSON); return the path written."""
     target = os.fspath(path)
-    with open(target, "w", encoding="utf-8") as f:
+    with atomic_open(target) as f:  # whole or not at all
         f.writelines(_trace_chunks(run))
     return target

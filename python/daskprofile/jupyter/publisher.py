@@ -133,8 +133,8 @@ class Connection:
         kind, run = data.get("type"), data.get("run")
         if not isinstance(run, str) or self.lookup is None:
             return [message]
-        if kind == "run_start":  # the panel starts the run afresh (a replay resets it)
-            self.sources_sent.pop(run, None)
+        if kind in ("run_start", "run_end"):  # a replay starts afresh; an ended run sends
+            self.sources_sent.pop(run, None)  # no more stacks (kept, one set per run grew)
         if kind != "stacks":
             return [message]
         sent = self.sources_sent.setdefault(run, set())

@@ -263,16 +263,14 @@ class CellRecorder(Listener):
             self._inflight[id(recording)] = self._inflight.get(id(recording), 0) + 1
             self._computes[compute.id] = recording
         for listener in recording.listeners:
-            listener.on_compute_start(compute)
+            recording.forward(listener, "on_compute_start", compute)
 
     def on_tasks(self, compute: Compute, batch: TaskBatch) -> None:
         recording = self._computes.get(compute.id)
         if recording is None:
             return
-        if recording.tasks is not None:
-            recording.tasks.on_tasks(compute, batch)
-        if recording.cache is not None:
-            recording.cache.on_tasks(compute, batch)
+        recording.forward(recording.tasks, "on_tasks", compute, batch)
+        recording.forward(recording.cache, "on_tasks", compute, batch)
         if self.samplers.stacks is not None:
             merge_stacks(self.samplers.stacks, batch.extra, compute)
 
@@ -285,8 +283,8 @@ class CellRecorder(Listener):
             closing = not self._in_cell and not left and recording is self._current
             if closing:
                 self._current = None
-        if recording.cache is not None:
-            recording.cache.on_compute_end(compute, state, failed)
+        for listener in recording.listeners:  # (cache; graphs and edges let go of)
+            recording.forward(listener, "on_compute_end", compute, state, failed)
         if closing:
             self._end_or_linger(recording)
 

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from .. import hooks
+from ..meta import ended_by
 from ..options import profile_options
 from ..run import Run
 from . import clusters
@@ -82,6 +83,7 @@ class profile:
         self._cluster: Any = None  # the block's ClusterSource, once distributed is in use
         self._watch: Callable[[Any, Any], None] | None = None
         self._cancel: Callable[[], None] = lambda: None
+        self._scope: Any = None  # the token of hooks.enter_scope while the block is open
 
     def __enter__(self) -> Run:
         if self.run is not None:
@@ -93,7 +95,9 @@ class profile:
         else:
             self._cancel = clusters.when_distributed(self._wire_cluster)
         for listener in recording.listeners:
+            listener.scope = self  # computes started where this block is open (hooks)
             hooks.add_listener(listener)
+        self._scope = hooks.enter_scope(self)
         return run
 
     def _wire_cluster(self) -> None:
@@ -117,7 +121,8 @@ class profile:
                 return  # that client only
 
             def watch(client: Any, keys: Any) -> None:
-                source.expect(client, keys, self._plug(source))
+                if hooks.in_scope(self):  # not a graph of another thread's block
+                    source.expect(client, keys, self._plug(source))
 
             self._watch = watch
             clusters.watch_module().add_listener(watch)
@@ -138,22 +143,35 @@ class profile:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """End the run with what it has, whatever ended the block (the user's exception
+        goes on unchanged; a failure to tear down is recorded, never raised)."""
         recording = self.recording
         if recording is None:
             return
+        if exc is not None:
+            recording.run.meta.ended_by = ended_by(exc)
         for listener in recording.listeners:
             hooks.remove_listener(listener)
+        hooks.exit_scope(self, self._scope)
+        cluster, self._cluster = self._cluster, None
+        try:
+            self._unwatch(cluster)
+        except Exception as error:  # a cluster gone mid-block: the run keeps what it had
+            recording.run.meta.errors.append({"collector": "distributed", "error": repr(error)})
+        finally:
+            recording.finish()
+            if cluster is not None:
+                cluster.clear()
+
+    def _unwatch(self, cluster: Any) -> None:
+        """Stop watching clients; the cluster's last batches, then its plugins go."""
         self._cancel()
         watch, self._watch = self._watch, None
         if watch is not None:
             clusters.watch_module().remove_listener(watch)
-        cluster, self._cluster = self._cluster, None
         if cluster is not None:
             clusters.watch_module().remove_close_listener(cluster.client_closing)
-            cluster.stop()  # the last batches, then the plugins go
-        recording.finish()
-        if cluster is not None:
-            cluster.clear()
+            cluster.stop()
 
     def find(self, kind: type) -> Any:
         """This block's collector of type ``kind`` while it runs, else None."""

@@ -110,10 +110,17 @@ class _Counter(Collector):
         meta.computes += 1
         if compute.scheduler not in meta.schedulers:
             meta.schedulers.append(compute.scheduler)
-        graphs = self.recording.graphs
-        if len(graphs) >= MAX_GRAPHS:  # nobody reads progress: count rather than keep them
+        recording = self.recording
+        if len(recording.graphs) >= MAX_GRAPHS:  # nobody reads progress: count, not keep
+            recording.count_totals()
+        with recording._totals_lock:
+            recording.graphs.append(compute.dsk)
+
+    def on_compute_end(self, compute: Compute, state: dict[str, Any], failed: bool) -> None:
+        # a graph nobody counted yet is counted now: kept, it would hold the tasks (and any
+        # data in them) alive after the compute, for as long as the block runs
+        if self.recording.graphs:
             self.recording.count_totals()
-        graphs.append(compute.dsk)
 
 
 class _StackFeed(Collector):
@@ -156,9 +163,13 @@ class Recording:
         self.graphs: list[Mapping[Any, Any]] = []
         self.totals: dict[str, int] = {}
         #: dependency edges and compute times (what findings read)
-        self.graph = GraphRecorder()
-        if self.tasks is not None:
-            self.tasks.graph = self.graph
+        tasks = self.tasks
+        self.graph = GraphRecorder(
+            o.max_records, (lambda: tasks.columns.first) if tasks is not None else None
+        )
+        if tasks is not None:
+            tasks.graph = self.graph
+        self._totals_lock = threading.Lock()
         self.listeners: list[Listener] = [
             c for c in (_Counter(self), self.tasks, self.cache, self.graph) if c is not None
         ]
@@ -170,7 +181,28 @@ class Recording:
         self.cluster: ClusterSource | None = None
         self.target: Target | None = None
         self._starters: list[threading.Thread] = []
+        self._off: set[int] = set()  # listeners switched off by :meth:`forward`
         self._wire()
+
+    def forward(self, listener: Any, method: str, *args: Any) -> None:
+        """Call ``listener.<method>(*args)`` for this run (a client that forwards events
+        itself, as the panel's recorder does). A listener that raises is switched off for
+        the rest of this run, with its error in ``run.meta.errors`` and one warning; the
+        others, and the next runs, go on."""
+        if listener is None or id(listener) in self._off:
+            return
+        try:
+            getattr(listener, method)(*args)
+        except Exception as exc:
+            self._off.add(id(listener))
+            name = getattr(listener, "name", None) or type(listener).__name__
+            self.run.meta.errors.append({"collector": name, "error": repr(exc)})
+            warnings.warn(
+                f"daskprofile: the {name} collector raised {exc!r} and is switched off "
+                "for this run; the computation is not affected",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     # ------------------------------------------------------------ wiring
     def _wire(self) -> None:
@@ -337,13 +369,14 @@ class Recording:
     def count_totals(self) -> dict[str, int]:
         """Tasks per group in this run's graphs (counted on the caller's thread, then
         dropped), plus the cluster's."""
-        graphs, self.graphs = self.graphs, []
-        for dsk in graphs:
-            try:
-                _count_graph(dsk, self.totals)
-            except Exception:  # a graph we cannot read: progress falls back to done counts
-                continue
-        return self.totals
+        with self._totals_lock:  # computes of several threads may end at once
+            graphs, self.graphs = self.graphs, []
+            for dsk in graphs:
+                try:
+                    _count_graph(dsk, self.totals)
+                except Exception:  # a graph we cannot read: progress falls back to done counts
+                    continue
+            return self.totals
 
 
 # ---------------------------------------------------------------- helpers
