@@ -300,12 +300,6 @@ def local_cluster(processes: bool = True) -> Iterator[Any]:
         yield client
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="distributed/source.py routes a graph of its client that this block did not "
-    "announce to the block's default target: every block open on a shared client records "
-    "every block's graphs (see docs/reliability.md)",
-)
 def test_eight_threads_on_one_client_keep_their_runs_apart() -> None:
     """Eight blocks at once on one shared ``Client`` of a ``LocalCluster``: results are right,
     each run holds all of its own tasks and no other's."""

@@ -48,6 +48,8 @@ __all__ = ["ClusterSettings", "ClusterSource", "Target", "active_client", "signa
 SIGNATURE_KEYS = 3
 #: key corrections or rows awaiting their other half, at most
 _AWAITING_MAX = 200_000
+#: signatures of other recordings' graphs remembered per client, at most
+_FOREIGN_MAX = 10_000
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,10 @@ class _Client:
         self.reduced_in: set[Target] = set()
         #: graph number -> group id -> span names, of graphs with tasks in spans
         self.spans: dict[int, dict[int, tuple[str, ...]]] = {}
+        #: output-key signatures of graphs this client sends for another recording (another
+        #: thread's ``profile()`` block on the same client): not recorded here
+        self.foreign: deque[tuple[str, ...]] = deque(maxlen=_FOREIGN_MAX)
+        self.elsewhere: set[int] = set()  # their graph numbers, until their tasks finished
 
 
 class ClusterSource:
@@ -196,6 +202,14 @@ class ClusterSource:
             target.waiting += 1
             _mark_distributed(target.run)
             _tell_reduced(entry, target)
+
+    def foreign(self, client: Any, keys: Iterable[Any]) -> None:
+        """``client`` is about to submit a graph with output ``keys`` for another recording:
+        it is not recorded here (rather than by the default target)."""
+        with self.lock:
+            entry = self.clients.get(str(getattr(client, "id", "")))
+            if entry is not None:
+                entry.foreign.append(signature(keys))
 
     def open(self, target: Target) -> None:
         """``target``'s run starts now: its resource series start with the last sample
@@ -324,7 +338,12 @@ class ClusterSource:
         for graph in graphs:
             number = int(graph["compute"])
             ours = graph.get("client", entry.cid) == entry.cid
-            announced = _claim(entry.expected, tuple(graph.get("keys") or ())) if ours else None
+            keys = tuple(graph.get("keys") or ())
+            if ours and keys in entry.foreign:  # another recording's: not ours to record
+                entry.foreign.remove(keys)
+                entry.elsewhere.add(number)
+                continue
+            announced = _claim(entry.expected, keys) if ours else None
             target = announced if announced is not None else self.default
             if target is None:
                 continue
@@ -345,6 +364,8 @@ class ClusterSource:
             n = int(number)
             target = entry.owner.get(n)
             if target is None:
+                if int(left) <= 0:
+                    entry.elsewhere.discard(n)
                 continue
             if int(left) > 0:
                 entry.left[n] = int(left)
@@ -357,8 +378,10 @@ class ClusterSource:
     def _tasks(self, entry: _Client, rows: dict[str, list[Any]], names: _Names) -> None:
         """Task rows of one batch, each to the target of its graph (or the default)."""
         by_target: dict[int, tuple[Target, list[int]]] = {}
-        owner, default = entry.owner, self.default
+        owner, default, elsewhere = entry.owner, self.default, entry.elsewhere
         for i, number in enumerate(rows["compute"]):
+            if number in elsewhere:  # another recording's graph
+                continue
             target = owner.get(number, default)
             if target is None or target.tasks is None:
                 continue

@@ -123,6 +123,8 @@ class profile:
             def watch(client: Any, keys: Any) -> None:
                 if hooks.in_scope(self):  # not a graph of another thread's block
                     source.expect(client, keys, self._plug(source))
+                else:  # another block's, on a client this block may record too
+                    source.foreign(client, keys)
 
             self._watch = watch
             clusters.watch_module().add_listener(watch)
