@@ -522,6 +522,11 @@ class DistributedCollector(Collector):
         if self._subscribed:
             self._subscribed = False
             self._guard("unsubscribing", client.unsubscribe_topic, self.topic)
+            # distributed (2026.8) leaves the handler in place: it would keep this
+            # collector, and all it recorded, alive as long as the client
+            handlers = getattr(client, "_event_handlers", None)
+            if isinstance(handlers, dict):
+                handlers.pop(self.topic, None)
         if "worker" in self.registered:
             self._guard("removing the worker plugin", client.unregister_worker_plugin, self.topic)
         if "scheduler" in self.registered:
