@@ -93,7 +93,9 @@ class TaskRows:
                 shift = _delay_used(entry["start"], ts, shift) if self.same_host else 0.0
                 begin, end = entry["start"] - shift, entry["stop"] - shift
                 break
-        if submit is not None and begin is not None and submit > begin:
+        if begin is None:  # failed before it ran (its task could not be read): now
+            begin = end = time() + (0.0 if self.same_host else self.worker.scheduler_delay)
+        if submit is not None and submit > begin:
             submit = begin  # it came first: distributed's delay changed meanwhile (ms)
         error = None
         if finish == "error":
