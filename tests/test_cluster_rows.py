@@ -195,4 +195,3 @@ def test_a_second_cluster_in_the_process_loses_no_message() -> None:
                     time.sleep(0.02)
                 assert len(run.tasks) == n
             assert run.meta["distributed"]["missing_batches"] == 0
-
