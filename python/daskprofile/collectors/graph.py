@@ -112,11 +112,12 @@ class GraphRecorder(Collector):
     name = "graph"
 
     def __init__(
-        self, max_held: int = MAX_HELD, kept_from: Callable[[], int] | None = None
+        self, max_held: int | None = MAX_HELD, kept_from: Callable[[], int] | None = None
     ) -> None:
-        """``kept_from()``: the absolute index of the oldest task row still kept."""
+        """``max_held``: None for no cap but :data:`MAX_HELD`; ``kept_from()``: the absolute
+        index of the oldest task row still kept."""
         super().__init__()
-        self.max_held = min(max_held, MAX_HELD)
+        self.max_held = MAX_HELD if max_held is None else min(max_held, MAX_HELD)
         self.kept_from = kept_from
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
