@@ -289,7 +289,9 @@ def test_ctrl_c_while_the_processes_scheduler_waits_ends_the_run_with_what_it_ha
     compute = _interrupted_compute(tmp_path, "processes", num_workers=2, chunksize=1)
     bare, got, run = _twins(compute)
     assert bare.type is KeyboardInterrupt
-    assert got == bare
+    # (an interrupt from another thread lands wherever the main thread is waiting at
+    # that moment, bare or not: its last frame is timing, not ours to compare)
+    assert (got.type, got.message) == (bare.type, bare.message)
     assert run.finished
     assert run.meta.ended_by == "KeyboardInterrupt"
     # (a mark is left as a task ends: the last few may not have reached the scheduler yet)
@@ -303,7 +305,7 @@ def test_ctrl_c_while_a_cluster_computes_ends_the_run_and_leaves_no_plugin(
     _settled(client)
     bare, got, run = _twins(_interrupted_compute(tmp_path, client))
     assert bare.type is KeyboardInterrupt
-    assert got == bare
+    assert (got.type, got.message) == (bare.type, bare.message)  # (see above: timing)
     assert run.finished
     assert run.meta.ended_by == "KeyboardInterrupt"
     # the cluster runs on what it had been given until the client's release reaches it
