@@ -6,6 +6,7 @@ cluster that really spills is spill-bound while its twin with memory to spare is
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import dask
 import numpy as np
@@ -146,3 +147,26 @@ def test_its_twin_with_memory_to_spare_is_not_spill_bound() -> None:
         _matmul_sum()
     assert _disk(run)[1] == 0  # nothing spilled
     assert "spill-bound" not in set(run.findings().kind)
+
+
+def test_cluster_edges_come_from_the_scheduler_across_graphs(client: object) -> None:
+    """A chain of ``submit`` calls is one graph per task, each waiting for the previous
+    future: the edges cross graphs (the scheduler knows them; no graph is kept here)."""
+    with profile() as run:
+        futures = [client.submit(nap, 0, 0.01)]  # type: ignore[attr-defined]
+        for _ in range(5):
+            futures.append(client.submit(nap, futures[-1], 0.01))  # type: ignore[attr-defined]
+        futures[-1].result()
+    rows = {key: i for i, key in enumerate(run.tasks.key)}
+    edges = run.raw("edges")
+    waited = {
+        i: sorted(edges["indices"][edges["indptr"][i] : edges["indptr"][i + 1]].tolist())
+        for i in range(len(run.tasks))
+    }
+    labels = [f.key for f in futures]
+    assert waited[rows[labels[0]]] == []
+    for before, after in pairwise(labels):
+        assert waited[rows[after]] == [rows[before]]
+    recorded = run.findings()
+    path = recorded[recorded.kind == "critical-path"].iloc[0]
+    assert path.evidence["path_tasks"] == 6

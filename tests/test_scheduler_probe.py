@@ -171,6 +171,42 @@ def test_totals_per_group_match_the_tasks_of_a_dask_array_graph(client: Any) -> 
     assert all(probe.pending(c)[-1] == 0 for c in (1, 2, 3))
 
 
+def test_a_graph_carries_its_dependency_edges_as_the_scheduler_holds_them(client: Any) -> None:
+    """Edges by position in ``edge_keys``: the graph's keys, then dependencies computed by
+    an earlier graph; a graph of independent tasks carries none."""
+    da = pytest.importorskip("dask.array")
+    x = da.ones((20, 20), chunks=10)
+    with probed(client) as probe:
+        assert client.gather(client.map(inc, range(4))) == [1, 2, 3, 4]
+        kept = client.persist(x + 1)
+        distributed.wait(kept)
+        total = client.compute(kept.sum())
+        assert total.result() == 20 * 20 * 2
+        batches = probe.finish()
+    independent, persisted, summed = graphs(batches)
+    assert "edges" not in independent
+    graph = client.run_on_scheduler(
+        lambda dask_scheduler: {
+            key_label(k): sorted(key_label(d.key) for d in ts.dependencies)
+            for k, ts in dask_scheduler.tasks.items()
+        }
+    )
+    waited: dict[str, list[str]] = {}
+    for g in (persisted, summed):
+        if "edges" not in g:  # (chunks made in one fused task each: nothing waits)
+            continue
+        labels = [key_label(tuple(k) if isinstance(k, list) else k) for k in g["edge_keys"]]
+        tasks, deps = g["edges"]
+        for i, j in zip(tasks, deps, strict=True):
+            waited.setdefault(labels[i], []).append(labels[j])
+    assert waited
+    for key, found in waited.items():
+        assert sorted(set(found)) == graph[key], key
+    # the sum's first tasks wait for the persisted chunks: keys of the earlier graph
+    chunks = {key_label(k) for row in kept.__dask_keys__() for k in row}
+    assert chunks <= {dep for found in waited.values() for dep in found}
+
+
 # ---------------------------------------------------------------- pending
 def test_pending_reaches_zero_when_the_future_is_done(client: Any) -> None:
     gate = f"gate-{uuid.uuid4().hex}"

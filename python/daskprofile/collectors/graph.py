@@ -7,8 +7,10 @@ outside tasks) and how many CPUs of the machine stayed idle meanwhile (``/proc/s
 Nothing is done per task while a compute runs: a local compute's
 dependencies are dask's own (``state["dependencies"]``, which dask never changes once made),
 kept by reference; the rows of its tasks are noted one batch at a time (a reference to the
-batch's keys and its first row). A cluster graph is kept by reference as it leaves
-(:func:`daskprofile.distributed.watch.add_graph_listener`). All of it becomes compact arrays
+batch's keys and its first row). A cluster graph's edges come from the scheduler, which
+holds them anyway, as positions among the labels of its keys
+(:meth:`GraphRecorder.cluster_edges`): no graph is materialized again in the kernel and
+none is kept alive by the recording. All of it becomes compact arrays
 when the run finishes: the edges as a CSR over the run's task rows (``indptr`` int64,
 ``indices`` int32: row ``i`` waited for rows ``indices[indptr[i]:indptr[i + 1]]``), about
 4 B per edge and 8 B per task. Held graphs are converted early once they hold
@@ -18,7 +20,6 @@ of rows the task table dropped are let go then, so memory stays bounded by the c
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -29,14 +30,14 @@ from typing import Any
 import numpy as np
 
 from ..hooks import Call, Compute
-from ..keys import key_label
 from .base import Collector
 
 __all__ = ["MAX_HELD", "GraphRecorder", "empty_computes", "empty_edges", "host_info"]
 
 #: tasks of held graphs (keys kept by reference) before they are converted to arrays
 MAX_HELD = 2_000_000
-#: cluster graphs kept by reference at most (older ones are converted first)
+#: cluster graphs whose edges wait for the rows of their tasks, at most (older ones are
+#: converted first)
 MAX_GRAPHS = 64
 
 
@@ -125,7 +126,8 @@ class GraphRecorder(Collector):
         self._pairs: list[tuple[np.ndarray, np.ndarray]] = []  # (task rows, dependency rows)
         self._computes: list[tuple[int, float, float, float, str, float]] = []
         self._labels: list[tuple[list[str], int]] = []  # cluster rows: (key labels, first)
-        self._graphs: list[Any] = []  # cluster graphs (expressions) as they left
+        #: cluster graphs' edges: (key labels, task positions, dependency positions)
+        self._graphs: list[tuple[list[str], np.ndarray, np.ndarray]] = []
         self.host = host_info()
 
     # ------------------------------------------------------------ recording
@@ -160,10 +162,18 @@ class GraphRecorder(Collector):
         with self._lock:
             self._labels.append((labels, first))
 
-    def graph(self, expr: Any) -> None:
-        """A cluster graph as it leaves (converted when the run finishes)."""
+    def cluster_edges(self, labels: list[str], tasks: list[int], deps: list[int]) -> None:
+        """A cluster graph's edges: task ``tasks[i]`` waited for ``deps[i]``, positions in
+        ``labels`` (its keys' labels); made rows when the run finishes."""
+        entry = (labels, np.asarray(tasks, np.int64), np.asarray(deps, np.int64))
+        n = len(labels)
+        for positions in entry[1:]:
+            if positions.ndim != 1 or len(positions) != len(entry[1]):
+                return  # not edges: not known
+            if len(positions) and (positions.min() < 0 or positions.max() >= n):
+                return
         with self._lock:
-            self._graphs.append(expr)
+            self._graphs.append(entry)
             if len(self._graphs) <= MAX_GRAPHS:
                 return
             oldest = self._graphs.pop(0)
@@ -206,7 +216,7 @@ class GraphRecorder(Collector):
         with self._lock:
             self._computes.append(row)
 
-    def _add_cluster_edges(self, graphs: list[Any]) -> None:
+    def _add_cluster_edges(self, graphs: list[tuple[list[str], np.ndarray, np.ndarray]]) -> None:
         with self._lock:
             labels = list(self._labels)
         if not labels or not graphs:
@@ -214,11 +224,12 @@ class GraphRecorder(Collector):
         row_of: dict[str, int] = {}
         for names, first in labels:
             row_of.update(zip(names, range(first, first + len(names)), strict=False))
-        for expr in graphs:
-            pairs = _cluster_pairs(expr, row_of)
-            if pairs is not None:
-                with self._lock:
-                    self._pairs.append(pairs)
+        for names, tasks, deps in graphs:
+            rows = np.fromiter(map(row_of.get, names, repeat(-1)), np.int64, len(names))
+            task_rows, dep_rows = rows[tasks], rows[deps]
+            keep = (task_rows >= 0) & (dep_rows >= 0)
+            with self._lock:
+                self._pairs.append((task_rows[keep], dep_rows[keep]))
 
     # ------------------------------------------------------------ reading
     def edges(self, first: int, count: int) -> dict[str, np.ndarray]:
@@ -226,8 +237,7 @@ class GraphRecorder(Collector):
         self._convert(finished_only=False)
         with self._lock:
             graphs, self._graphs = self._graphs, []
-        with contextlib.suppress(Exception):  # a graph that cannot be read: edges not known
-            self._add_cluster_edges(graphs)
+        self._add_cluster_edges(graphs)
         with self._lock:
             pairs = list(self._pairs)
         return to_csr(pairs, first, count)
@@ -290,32 +300,22 @@ def _count(items: Any) -> int:
     return len(items)
 
 
-def _cluster_pairs(expr: Any, row_of: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(task rows, dependency rows) of a cluster graph whose rows are known by key label."""
-    dsk = expr.__dask_graph__() if hasattr(expr, "__dask_graph__") else expr
-    if not isinstance(dsk, Mapping):
-        return None
-    labels = dict(zip(dsk, map(key_label, dsk), strict=True))
-    deps = {
-        labels[k]: [key_label(d) for d in getattr(node, "dependencies", ())]
-        for k, node in dsk.items()
-    }
-    return _pairs(row_of, deps)
-
-
 def to_csr(
     pairs: list[tuple[np.ndarray, np.ndarray]], first: int, count: int
 ) -> dict[str, np.ndarray]:
     """CSR (``indptr``, ``indices``) over ``count`` rows from absolute ``first`` of the
-    ``(task rows, dependency rows)`` pairs; edges to rows no longer kept are left out."""
+    ``(task rows, dependency rows)`` pairs, each edge once; edges to rows no longer kept are
+    left out."""
     if pairs:
         task = np.concatenate([p[0] for p in pairs]) - first
         dep = np.concatenate([p[1] for p in pairs]) - first
     else:
         task = dep = np.empty(0, np.int64)
     keep = (task >= 0) & (task < count) & (dep >= 0) & (dep < count)
-    task, dep = task[keep], dep[keep]
-    order = np.argsort(task, kind="stable")
+    # each edge once (a cluster graph that touches tasks of an earlier one names their
+    # edges again), ordered by task, then dependency
+    codes = np.unique(task[keep] * count + dep[keep])
+    task, dep = codes // max(count, 1), codes % max(count, 1)
     indptr = np.zeros(count + 1, np.int64)
     np.cumsum(np.bincount(task, minlength=count), out=indptr[1:])
-    return {"indptr": indptr, "indices": dep[order].astype(np.int32)}
+    return {"indptr": indptr, "indices": dep.astype(np.int32)}

@@ -115,7 +115,9 @@ class RowAssembler:
         if held:  # rows that came before their graph
             for key in [k for k in keys if k in held]:
                 self._route(key, held.pop(key)[1], out)
-        translated = {k: v for k, v in graph.items() if k != "run"}
+        translated = {k: v for k, v in graph.items() if k not in ("run", "edge_extra")}
+        if graph.get("edges"):  # positions in ``run``, then in ``edge_extra``: their labels
+            translated["edge_keys"] = keys + [as_label(k) for k in graph.get("edge_extra") or ()]
         translated["totals"] = [[self.groups.id(names[g]), n] for g, n in graph["totals"]]
         if graph.get("spans"):
             translated["spans"] = [[self.groups.id(names[g]), s] for g, s in graph["spans"]]

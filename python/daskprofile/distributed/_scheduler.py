@@ -49,7 +49,9 @@ Message (``src == "scheduler"``, version :data:`~._common.MESSAGE_VERSION`)::
      "cache": {"time": [...], "group": [...], "metric": [...]},   # bytes held per group
      "graphs": [{"compute": 4, "client": "Client-...", "keys": ["inc-ab-0", ...],
                  "totals": [[0, 10]],
-                 "spans": [[0, ["load", "clean"]]]}],   # only when tasks are in spans
+                 "spans": [[0, ["load", "clean"]]],     # only when tasks are in spans
+                 "edges": [[1, 2], [0, 0]],             # only when tasks wait for others
+                 "edge_keys": ["x-ab-0", ...]}],        # (the keys ``edges`` index)
      "pending": {4: 3},             # compute -> its tasks not finished yet (changed ones)
      "computes": 4, "dropped": 0, "error": None,
      "exceptions": {"('x-1a2b', 0)": ["ValueError('bad')", "  File ..."]}}  # if any failed
@@ -67,6 +69,10 @@ erred) when the graph arrives are not counted; a task still to finish for an ear
 compute counts for both. Every compute is sent at least once; one sent with 0 is then
 forgotten. ``spans`` (only for graphs with tasks in a span: distributed's ``span`` or
 ``daskprofile.span``): the span names of each group id, from its ``TaskGroup``'s span.
+``edges`` (only for graphs whose tasks wait for others): ``[tasks, dependencies]``,
+positions in ``edge_keys`` (the graph's keys, then those of dependencies computed
+before): the dependency edges as the scheduler holds them, read once per graph
+(:func:`graph_edges`), so the client never materializes a graph again to learn them.
 ``exceptions`` (only when tasks raised): each failed task's ``exception_text`` (the
 exception's repr) and ``traceback_text`` by key label, cut to a few KB (at most
 :data:`MAX_TEXTS` per batch); kept from the ``erred`` transition until the task's row is
@@ -124,6 +130,7 @@ _DONE = frozenset({"memory", "erred"})
 _TASK_GROUP_NAME = attrgetter("group.name")
 _TASK_GROUP = attrgetter("group")
 _STATE = attrgetter("state")
+_DEPENDENCIES = attrgetter("dependencies")
 
 #: a task that left processing, noted flat (no tuple the garbage collector would follow):
 #: key, submit time, worker, thread, compute start, compute stop, nbytes (memory) | error
@@ -348,7 +355,9 @@ class SchedulerProbe(SchedulerPlugin):
             self._settle()  # keys seen before: what happened to them first
         self.computes += 1
         done = finished if any(finished) else None
-        self._graphs_noted.append((self.computes, client, tasks, gids, done, keys, fresh))
+        edges = graph_edges(tasks, states)
+        noted = (self.computes, client, tasks, gids, done, keys, fresh, edges)
+        self._graphs_noted.append(noted)
         self._keys_noted.update(tasks)
         if len(self._graphs_noted) >= self.max_pending:
             self._settle()
@@ -381,7 +390,7 @@ class SchedulerProbe(SchedulerPlugin):
 
     def _graph(self, graph: tuple[Any, ...]) -> None:
         """A graph noted: its keys get its entries, its tasks are counted and described."""
-        number, client, tasks, gids, finished, keys, fresh = graph
+        number, client, tasks, gids, finished, keys, fresh, edges = graph
         if type(gids) is int and finished is None and fresh:  # one group, all to run
             self._compute_of.update(zip(tasks, repeat(_entry(number, gids)[0])))
             self._left[number] = len(tasks)
@@ -398,6 +407,9 @@ class SchedulerProbe(SchedulerPlugin):
         if spans:  # [[group id, span names]]
             by_name = self._by_task_group
             graph_info["spans"] = [[by_name[n], names] for n, names in spans if n in by_name]
+        if edges is not None:
+            graph_info["edges"] = edges["edges"]
+            graph_info["edge_keys"] = [*tasks, *edges["edge_extra"]]
         self._graphs.append(graph_info | {"totals": totals})
 
     def _group_id(self, key: Hashable, run_spec: Any = None) -> int:
@@ -894,6 +906,33 @@ def _labels(keys: list[Any]) -> list[str]:
     if set(map(type, keys)) <= {str}:
         return keys
     return list(map(key_label, keys))
+
+
+def graph_edges(keys: list[Hashable], states: list[Any]) -> dict[str, Any] | None:
+    """The dependency edges of a graph's tasks (``states``, whose keys are ``keys``) as the
+    scheduler holds them: ``{"edges": [tasks, dependencies], "edge_extra": [...]}``,
+    positions in ``keys`` followed by ``edge_extra`` (dependencies outside the graph: data
+    computed by an earlier graph); None when no task waits for another. Once per graph;
+    a graph of independent tasks costs one C-level pass."""
+    try:
+        deps = list(map(_DEPENDENCIES, states))
+    except AttributeError:  # not a scheduler's TaskState: edges not known
+        return None
+    if not any(deps):
+        return None
+    at = dict(zip(keys, range(len(keys)), strict=True))
+    tasks: list[int] = []
+    found: list[int] = []
+    extra: list[Hashable] = []
+    for i, depends in enumerate(deps):
+        for dep in depends:
+            j = at.get(dep.key)
+            if j is None:
+                j = at[dep.key] = len(keys) + len(extra)
+                extra.append(dep.key)
+            tasks.append(i)
+            found.append(j)
+    return {"edges": [tasks, found], "edge_extra": extra}
 
 
 def _graph_keys(keys: Any) -> list[str]:

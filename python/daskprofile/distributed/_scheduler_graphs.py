@@ -17,7 +17,8 @@ as for any plugin) and its per-task cost is that of reading a graph once, by C-l
 * ``worker_info``: each worker present, once.
 
 Message: as the scheduler probe's (``tasks`` empty, ``pending`` empty), plus
-``"mode": "graphs"``, ``run`` in each graph and ``quiet``.
+``"mode": "graphs"``, ``run`` in each graph and ``quiet``; a graph's ``edges`` are
+positions in its ``run`` followed by its ``edge_extra``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._scheduler import (
     _TASK_GROUP,
     SchedulerProbe,
     _graph_keys,
+    graph_edges,
 )
 
 __all__ = ["QUIET_HOLD", "GraphProbe"]
@@ -64,7 +66,10 @@ class GraphProbe(SchedulerProbe):
             states = list(filter(None, states))
         gids = self._group_ids(states)
         finished = list(map(_DONE.__contains__, map(_STATE, states)))
-        to_run = list(compress(tasks, map(not_, finished))) if any(finished) else tasks
+        to_run, running = tasks, states
+        if any(finished):
+            to_run = list(compress(tasks, map(not_, finished)))
+            running = list(compress(states, map(not_, finished)))
         self.computes += 1
         number = self.computes
         groups = set(map(_TASK_GROUP, states))
@@ -84,6 +89,9 @@ class GraphProbe(SchedulerProbe):
         spans = self._graph_spans.pop(number, None)
         if spans:  # [[group id, span names]]
             graph["spans"] = [[by_name[n], names] for n, names in spans if n in by_name]
+        edges = graph_edges(to_run, running)
+        if edges is not None:  # positions in ``run``, then in ``edge_extra``
+            graph |= edges
         self._graphs.append(graph | {"totals": totals, "run": to_run})
 
     def _extras(self) -> dict[str, Any]:

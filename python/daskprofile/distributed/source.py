@@ -37,6 +37,7 @@ from ..collectors.tasks import RemoteRows, TaskCollector
 from ..failures import message_from_repr
 from ..keys import key_label
 from ..run import Run
+from ._assemble import as_label
 from ._cluster_log import ClusterLog, attach_tables
 from ._common import worker_address
 from ._tables import Lookup, cluster_totals
@@ -358,6 +359,11 @@ class ClusterSource:
             for gid, n in graph.get("totals") or ():
                 name = groups.names[gid]
                 target.totals[name] = target.totals.get(name, 0) + int(n)
+            edges = graph.get("edges")
+            recorder = None if target.tasks is None else target.tasks.graph
+            if edges and recorder is not None:  # the scheduler's: no graph materialized here
+                labels = [as_label(k) for k in graph.get("edge_keys") or ()]
+                recorder.cluster_edges(labels, edges[0], edges[1])
 
     def _pending(self, entry: _Client, pending: Mapping[Any, int]) -> None:
         for number, left in pending.items():

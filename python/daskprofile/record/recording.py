@@ -245,8 +245,7 @@ class Recording:
             remove_call_listener(self.graph.call)
 
     def _on_graph(self, client: Any, expr: Any, keys: Any) -> None:
-        if not self.run.finished:
-            self.graph.graph(expr)
+        if not self.run.finished:  # (its edges come from the scheduler's plugin)
             # the files of its functions, for the samples of their pickled copies (bounded)
             codemap.learn(expr)
 
