@@ -24,7 +24,8 @@ for the whole run (``daskprofile.panel.rate=1000``, ``daskprofile.panel.stacks.i
    ``stop``, in this process's ``perf_counter`` clock: the message's ``base + stop`` plus the
    run's ``t0``); median, p90, p99 and max over every row of the panel rounds, and when the
    last row and the ``run_end`` were sent after the compute returned. Split into three
-   stages per row: stop -> batch made by the scheduler plugin (its ``now``), batch made ->
+   stages per row: stop -> batch made by the worker (its message's ``now``; the scheduler's
+   when the scheduler measures the rows: workers without daskprofile), batch made ->
    rows applied in this process (the client's event loop), applied -> sent. Also the
    messages per second by type (the publisher sends at most ``daskprofile.panel.rate`` data
    messages a second per panel).
@@ -201,7 +202,7 @@ def install_probes() -> None:
 
     def scheduler_batch(self: Any, collector: Any, msg: dict[str, Any]) -> None:
         t, cpu = perf_counter(), thread_time()
-        PROBES.batch_now = float(msg.get("now", math.nan)) + collector.to_perf
+        PROBES.batch_now = float(msg.get("now") or math.nan) + collector.to_perf
         try:
             route(self, collector, msg)
         finally:
@@ -685,7 +686,7 @@ def report(
     every = np.concatenate(lags.total) if lags.total else np.zeros(0)
     over = 100 * float(np.mean(every > LAG_TARGET)) if len(every) else math.nan
     print(f"  total                              {_ms(lags.total)}   ({over:.2f}% over)")
-    print(f"    stop -> batch made (scheduler)   {_ms(lags.flush)}")
+    print(f"    stop -> batch made (worker)      {_ms(lags.flush)}")
     print(f"    batch made -> applied (kernel)   {_ms(lags.transport)}")
     print(f"    applied -> sent (publisher)      {_ms(lags.publish)}")
     last = [1000 * x for x in lags.last_row]

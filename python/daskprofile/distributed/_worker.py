@@ -310,6 +310,8 @@ class ProcessProbe:
             "workers": [str(w.address) for w in self.workers],
             # perf_counter -> scheduler clock: add this
             "clock": wall_time() + delay - perf_counter(),
+            # when it was made (scheduler clock)
+            "now": wall_time() + delay,
             # this host's wall clock -> the scheduler's (0: the client's host, one clock)
             "delay": delay,
             # what runs the tasks here (the first message only)
@@ -411,12 +413,16 @@ class WorkerProbe(WorkerPlugin):
                     probe.task_executing(key, float(worker.scheduler_delay or 0.0))
             elif start in _RUNNING:
                 ts = worker.state.tasks.get(key)
-                probe.task_done(ts)
-                if rows is not None:
-                    if ts is not None and finish in _RAN:
-                        rows.done(ts, finish)
-                    else:
-                        rows.forget(key)
+                if rows is None:
+                    probe.task_done(ts)
+                elif ts is not None and finish in _RAN:
+                    ran = rows.done(ts, finish)  # (one read of its startstops for both)
+                    if ran:
+                        probe.spent[0] += ran
+                        probe.spent[1] += 1
+                else:
+                    probe.task_done(ts)
+                    rows.forget(key)
                 tables = self.tables  # a transfer, a disk read or write besides compute
                 if tables is not None and ts is not None and len(ts.startstops) > 1:
                     tables.note(ts, finish)

@@ -82,8 +82,9 @@ class TaskRows:
         self._arrived.pop(key, None)
         self._delay.pop(key, None)
 
-    def done(self, ts: Any, finish: str) -> None:
-        """``ts`` left ``executing`` for ``finish`` (``memory`` or ``error``)."""
+    def done(self, ts: Any, finish: str) -> float:
+        """``ts`` left ``executing`` for ``finish`` (``memory`` or ``error``); returns its
+        compute's seconds (0.0: it did not run), for the stack sampler's pacing."""
         key = ts.key
         submit = self._arrived.pop(key, None)
         shift = self._delay.pop(key, None)
@@ -95,6 +96,7 @@ class TaskRows:
                 break
         if begin is None:  # failed before it ran (its task could not be read): now
             begin = end = time() + (0.0 if self.same_host else self.worker.scheduler_delay)
+        ran = end - begin
         if submit is not None and submit > begin:
             submit = begin  # it came first: distributed's delay changed meanwhile (ms)
         error = None
@@ -109,12 +111,13 @@ class TaskRows:
         notes = self._notes
         if len(notes) >= _NOTE * MAX_ROWS:
             self.dropped += 1
-            return
+            return ran
         thread = self.worker.threads.get(key)
         notes.extend((key, submit, begin, end, error, thread, ts.run_spec))
         if not self._soon and self.send is not None:  # sent soon, not at the next flush
             self._soon = True
             self.worker.loop.call_later(SOON, self._send)
+        return ran
 
     def _send(self) -> None:
         self._soon = False

@@ -623,7 +623,7 @@ class DistributedCollector(Collector):
         elif msg.get("delays"):
             self.tasks.correct(msg["delays"])
         if msg.get("rows") or msg.get("row_texts"):  # task rows measured there
-            self._apply_batch(self.assembler.worker(msg))
+            self._apply_batch(self.assembler.worker(msg) | {"now": msg.get("now")})
         shift = float(msg["clock"]) + self.to_perf  # worker perf_counter -> ours
         if msg.get("resources"):
             proc.extend(msg["resources"], shift)
