@@ -20,7 +20,8 @@ the path of every task, and ``flush``, the batches sent every 200 ms) vs distrib
 nothing on the scheduler), per task - plus the worker plugin's hook and the sampler
 threads. Each wrapped call also costs the meter about two ``thread_time`` calls and the
 scheduler's kwargs passed twice, more than the no-op it is calibrated on: a plugin that
-does nothing, metered the same way, shows that share (subtract it from both). The CPU
+does nothing, metered the same way on the scheduler and on the workers, shows that share
+(subtracted from each). The CPU
 figures are medians of ``--repeat`` rounds, the plugins taking turns. Also: the fixed cost
 of an empty ``with`` block and the bytes the finished Run keeps per task.
 """
@@ -40,10 +41,11 @@ from typing import Any
 import numpy as np
 import psutil
 from distributed import Client, LocalCluster, get_task_stream, protocol
-from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 import daskprofile
 from daskprofile import distributed as dd
+from daskprofile.distributed._common import unpack
 
 Variant = Callable[[], AbstractContextManager[Any]]
 HOOKS = ("transition", "update_graph", "flush")
@@ -130,6 +132,24 @@ class NoopPlugin(SchedulerPlugin):
         pass
 
 
+class NoopWorkerPlugin(WorkerPlugin):
+    """Does nothing on the workers: what the meter costs per task there (a worker calls a
+    plugin's ``transition`` about five times per task, the scheduler about three)."""
+
+    name = "noop-bench-worker"
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        pass
+
+
+def meter_noop_worker(dask_worker: Any) -> None:
+    """(On a worker) wrap the no-op worker plugin's ``transition``."""
+    plugin = dask_worker.plugins.get(NoopWorkerPlugin.name)
+    if plugin is not None:
+        meter = dask_worker._daskprofile_bench_meter = Meter()
+        meter.wrap(plugin, "transition")
+
+
 def meter_scheduler_plugin(scheduler: Any, prefix: str, hooks: tuple[str, ...] = HOOKS) -> Meter:
     """Wrap the ``hooks`` of the scheduler plugin whose name starts with ``prefix``."""
     meter = Meter()
@@ -142,7 +162,8 @@ def meter_scheduler_plugin(scheduler: Any, prefix: str, hooks: tuple[str, ...] =
 
 def meter_worker_plugin(dask_worker: Any) -> None:
     """(On a worker) wrap daskprofile's worker plugin: its ``transition`` hook and what its
-    periodic flush does (the process's probe ``drain``: the task rows are made there; one
+    periodic flush does (the process's probe ``drain``: the task rows are made there, and
+    ``encode``: the message packed to the bytes it travels as; one
     probe per process, shared by an in-process cluster's workers, metered once)."""
     for name, plugin in dask_worker.plugins.items():
         if name.startswith("daskprofile-"):
@@ -152,6 +173,7 @@ def meter_worker_plugin(dask_worker: Any) -> None:
             if probe is not None and "drain" not in probe.__dict__:
                 drain = dask_worker._daskprofile_bench_drain = Meter()
                 drain.wrap(probe, "drain")
+                drain.wrap(probe, "encode")  # (packed to bytes: sent as they are)
 
 
 def worker_costs(dask_worker: Any) -> dict[str, Any]:
@@ -191,9 +213,11 @@ class Transport:
         dd.DistributedCollector._push = self._push  # type: ignore[method-assign]
 
     def cpu(self) -> float:
+        # (as they travel: packed bytes, read by the client only)
+        scheduler = [unpack(m).get("src") == "scheduler" for m in self.messages]
         return serialization_cpu(
-            [m for m in self.messages if m.get("src") != "scheduler"],
-            [m for m in self.messages if m.get("src") == "scheduler"],
+            [m for m, ours in zip(self.messages, scheduler, strict=True) if not ours],
+            [m for m, ours in zip(self.messages, scheduler, strict=True) if ours],
         )
 
 
@@ -260,6 +284,12 @@ def one_round(scheduler: Any, client: Client, stream: Any, n: int) -> dict[str, 
     workload(client, n)
     scheduler.remove_plugin(name=noop.name)
     out["no-op plugin (the meter)"] = meter.cpu / n
+    client.register_plugin(NoopWorkerPlugin(), name=NoopWorkerPlugin.name)
+    client.run(meter_noop_worker)
+    workload(client, n)
+    costs = client.run(worker_costs)
+    client.unregister_worker_plugin(NoopWorkerPlugin.name)
+    out["no-op worker plugin (the meter)"] = sum(c["hook"] for c in costs.values()) / n
     return out
 
 
@@ -345,15 +375,18 @@ def report(
         "  worker: its messages",
         "task stream plugin",
         "no-op plugin (the meter)",
+        "no-op worker plugin (the meter)",
     ):
         print(f"  {name:30}{cpu[name] * 1e6:8.2f}   {cpu[name] / anchor:5.2f}x task stream")
     meter = cpu["no-op plugin (the meter)"]
-    ours = cpu["daskprofile scheduler plugin"] + cpu["daskprofile worker plugin"]
-    print("without the meter's own cost (the no-op plugin's figure taken off each hook path):")
+    worker_meter = cpu["no-op worker plugin (the meter)"]
+    print("without the meter's own cost (the no-op plugins' figures taken off each hook path):")
     net_anchor = max(anchor - meter, 1e-12)
     net_sched = max(cpu["daskprofile scheduler plugin"] - meter, 0.0)
-    net_all = max(ours - 2 * meter, 0.0)
+    net_worker = max(cpu["daskprofile worker plugin"] - worker_meter, 0.0)
+    net_all = net_sched + net_worker
     print(f"  {'scheduler plugin':30}{net_sched * 1e6:8.2f}   {net_sched / net_anchor:5.2f}x")
+    print(f"  {'worker plugin':30}{net_worker * 1e6:8.2f}   {net_worker / net_anchor:5.2f}x")
     print(f"  {'scheduler + worker plugins':30}{net_all * 1e6:8.2f}   {net_all / net_anchor:5.2f}x")
     print(f"  {'task stream plugin':30}{net_anchor * 1e6:8.2f}   1.00x")
     t_ours, t_ts = cpu["daskprofile transport"], cpu["task stream transport"]

@@ -14,7 +14,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from daskprofile.distributed._common import MESSAGE_VERSION  # noqa: E402
+from daskprofile.distributed._common import MESSAGE_VERSION, unpack  # noqa: E402
 from daskprofile.distributed._scheduler import (  # noqa: E402
     SchedulerProbe,
     finish_probe,
@@ -65,12 +65,12 @@ class Probed:
         """Batches so far (the event log), in order; all of them once finished."""
         if self.finished is not None:
             return self.finished
-        return self._check([msg for _, msg in self.client.get_events(self.name)])
+        return self._check([unpack(msg) for _, msg in self.client.get_events(self.name)])
 
     def finish(self) -> list[dict[str, Any]]:
         """Stop the probe: all its batches, the last one included."""
         final = self.client.run_on_scheduler(finish_probe, name=self.name)
-        sent = [msg for _, msg in self.client.get_events(self.name)]
+        sent = [unpack(msg) for _, msg in self.client.get_events(self.name)]
         self.finished = self._check(sent + ([final] if final else []))
         return self.finished
 
@@ -380,7 +380,7 @@ def test_a_failure_switches_the_probe_off_and_is_sent(client: Any) -> None:
     try:
         assert client.gather(client.map(inc, range(5))) == list(range(1, 6))
         last = client.run_on_scheduler(finish_probe, name=name)
-        sent = [msg for _, msg in client.get_events(name)] + ([last] if last else [])
+        sent = [unpack(msg) for _, msg in client.get_events(name)] + ([last] if last else [])
     finally:
         client.unregister_scheduler_plugin(name)
         client.run_on_scheduler(forget_topic, topic=name, client=client.id)

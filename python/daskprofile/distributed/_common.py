@@ -7,9 +7,28 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
+
 #: version of the messages the plugins send to the client (2: the scheduler's batches carry
 #: ``graphs`` and ``pending``, see :mod:`._scheduler`)
 MESSAGE_VERSION = 2
+
+
+def pack(msg: dict[str, Any]) -> bytes:
+    """A message as the bytes it travels in (``log_event``): distributed forwards bytes as
+    they are, where a structure is walked element by element by the worker's
+    ``log_event`` (its msgpack check), then decoded and encoded again by the scheduler on
+    its way to the client. Tuples travel as lists, as in distributed's own messages."""
+    data: bytes = msgpack.packb(msg, use_bin_type=True)
+    return data
+
+
+def unpack(data: Any) -> Any:
+    """A message as :func:`pack` made it (anything but bytes: as it came)."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    return data
+
 
 #: what a worker's memory sample counts, in bytes (process: its RSS), keys or events
 MEMORY_COUNTS = (

@@ -6,7 +6,8 @@ GraphProbe` (a subclass with no ``transition`` hook) only numbers graphs.
 
 Runs inside the scheduler's event loop. Every ``flush`` seconds what was gathered since
 the previous batch is published with ``Scheduler.log_event`` on the run's topic, which the
-client subscribed to (``final`` returns the last one directly). Nothing here ever raises
+client subscribed to, packed to bytes (:func:`~._common.pack`: forwarded as they are;
+``final`` returns the last one directly). Nothing here ever raises
 into the scheduler: the first error switches the plugin off and is sent in the next batch.
 
 The per-task work is kept as small as the data allows (distributed's own
@@ -102,7 +103,7 @@ from tornado.ioloop import PeriodicCallback
 
 from ..failures import MESSAGE_CHARS, TRACEBACK_CHARS, cut
 from ..keys import GroupIndex, key_label
-from ._common import MESSAGE_VERSION, exception_name, killed_text, worker_label
+from ._common import MESSAGE_VERSION, exception_name, killed_text, pack, worker_label
 from ._scheduler_tables import SchedulerTables
 
 __all__ = [
@@ -842,7 +843,7 @@ class SchedulerProbe(SchedulerPlugin):
         try:
             msg = self.batch()
             if msg is not None:
-                self.scheduler.log_event(self.topic, msg)
+                self.scheduler.log_event(self.topic, pack(msg))
         except Exception as exc:
             self._fail(exc)
         if self.off and self._error_sent:

@@ -10,7 +10,8 @@ cluster share the kernel's process, hence one probe for all of them). It owns:
   of the worker process and its children every ``dt``).
 
 :class:`WorkerProbe` (the ``WorkerPlugin``) attaches its worker to the probe and drains it
-every ``flush`` seconds from the worker's event loop into ``Worker.log_event``. Times leave
+every ``flush`` seconds from the worker's event loop into ``Worker.log_event``, packed to bytes
+(:func:`~._common.pack`: neither the worker nor the scheduler walks them). Times leave
 the worker in the scheduler's clock. Errors switch the probe off and travel in the next
 message; nothing raises into the worker. Each worker's actions, transfers and memory
 samples (:mod:`._worker_tables`) ride in the same messages (``tables``).
@@ -34,7 +35,7 @@ from ..collectors.stackcut import Memo, Rules, cut
 from ..collectors.stacks import _WorkerSampler
 from ..keys import GroupIndex, key_label
 from ..versions import versions
-from ._common import MESSAGE_VERSION
+from ._common import MESSAGE_VERSION, pack
 from ._worker_rows import TaskRows
 from ._worker_tables import WorkerTables, drain_all
 
@@ -275,6 +276,11 @@ class ProcessProbe:
             msg.update(rows)
         return msg
 
+    @staticmethod
+    def encode(msg: dict[str, Any]) -> bytes:
+        """``msg`` as it is sent (:func:`~._common.pack`)."""
+        return pack(msg)
+
     def _rows_message(self, worker: Any) -> dict[str, Any] | None:
         rows = self._rows()
         if rows is None:
@@ -464,7 +470,7 @@ class WorkerProbe(WorkerPlugin):
         try:
             msg = probe.drain(self.worker, rows_only=rows_only)
             if msg is not None:
-                self.worker.log_event(self.topic, msg)
+                self.worker.log_event(self.topic, probe.encode(msg))
         except Exception as exc:  # never raise into the worker: send the error instead
             error = f"worker {os.getpid()}: {exc!r}"
             probe.error = probe.error or error
@@ -472,7 +478,7 @@ class WorkerProbe(WorkerPlugin):
             if msg is not None:  # keep the numbering without gaps
                 keep = ("v", "src", "seq", "pid", "host", "workers", "clock")
                 stub = {k: msg[k] for k in keep} | {"error": error}
-                self.worker.log_event(self.topic, stub)
+                self.worker.log_event(self.topic, pack(stub))
 
 
 def finish_worker(dask_worker: Any, topic: str) -> dict[str, Any] | None:

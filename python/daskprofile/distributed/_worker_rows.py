@@ -94,7 +94,7 @@ class TaskRows:
                 shift = _delay_used(entry["start"], ts, shift) if self.same_host else 0.0
                 begin, end = entry["start"] - shift, entry["stop"] - shift
                 break
-        if begin is None:  # failed before it ran (its task could not be read): now
+        if begin is None or end is None:  # failed before it ran (its task not read): now
             begin = end = time() + (0.0 if self.same_host else self.worker.scheduler_delay)
         ran = end - begin
         if submit is not None and submit > begin:

@@ -49,7 +49,7 @@ from ..collectors.stacks import PAYLOAD_VERSION, StackCollector
 from ..stacktree import FrameInfo, Tree
 from ._assemble import RowAssembler
 from ._cluster_log import ClusterLog
-from ._common import MESSAGE_VERSION, worker_address
+from ._common import MESSAGE_VERSION, unpack, worker_address
 from ._scheduler import (
     SchedulerProbe,
     await_subscriber,
@@ -558,6 +558,7 @@ class DistributedCollector(Collector):
             self._fail(f"receiving: {exc!r}")
 
     def _push(self, msg: Any) -> None:
+        msg = unpack(msg)
         if not isinstance(msg, dict) or msg.get("v") != MESSAGE_VERSION:
             return
         self._inbox.push(msg)
