@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import simulate
+from . import contention, simulate
 from ._facts import DEFAULT_OVERHEAD, Facts
 from ._text import finding, pct, secs
 
@@ -301,16 +301,21 @@ def _serial(f: Facts) -> bool:
 
 # ------------------------------------------------------------------ what-if
 def estimates(f: Facts, workers: Sequence[int]) -> tuple[list[float], str]:
-    """Estimated wall time with each number of workers, and the method used."""
+    """Estimated wall time with each number of workers, and the method used.
+
+    Replayed task by task (up to :data:`SIM_MAX` tasks), each task lasts its recorded
+    duration plus the per-task :func:`overhead`; where the run measured that a group's tasks
+    slow down while others run (:mod:`.contention`), its tasks last their time alone,
+    stretched by as many tasks as run at once in the replay. Beyond, Graham's bounds.
+    """
     rows_list = _compute_rows(f)
     outside = f.wall - _union(
         [float(f.start[r].min()) for r in rows_list], [float(f.stop[r].max()) for r in rows_list]
     )
-    dur = f.dur + overhead(f)
     method = "simulated" if f.n <= SIM_MAX else "bounds"
     if method == "bounds":
-        finish = _finish(f) + 0.0
-        paths = [float(finish[r].max()) for r in rows_list]
+        dur = f.dur + overhead(f)
+        paths = [float(_finish(f)[r].max()) for r in rows_list]
         works = [float(dur[r].sum()) for r in rows_list]
     out = []
     for k in workers:
@@ -319,15 +324,19 @@ def estimates(f: Facts, workers: Sequence[int]) -> tuple[list[float], str]:
                 simulate.bounds_estimate(w, p, k) for w, p in zip(works, paths, strict=True)
             )
         else:
-            tasks = sum(_replay(f, rows, dur, k) for rows in rows_list)
+            tasks = sum(_replay(f, rows, k) for rows in rows_list)
         out.append(max(0.0, outside) + tasks)
     return out, method
 
 
-def _replay(f: Facts, rows: np.ndarray, dur: np.ndarray, k: int) -> float:
-    indptr, indices = _sub_graph(f, rows)
+def _replay(f: Facts, rows: np.ndarray, k: int) -> float:
+    dag = _sub_graph(f, rows)
     priority = np.argsort(np.argsort(f.start[rows], kind="stable"), kind="stable")
-    return simulate.list_schedule(dur[rows], indptr, indices, priority, k)
+    betas = contention.betas(f)
+    if not betas.any():
+        return simulate.list_schedule(f.dur[rows] + overhead(f), *dag, priority, k)
+    sharing = simulate.Sharing(f.group[rows], betas, overhead(f))
+    return simulate.shared_schedule(contention.work(f)[rows], dag, priority, k, sharing)
 
 
 def what_if_table(f: Facts, workers: Sequence[int]) -> dict[str, list[Any]]:
