@@ -4,8 +4,10 @@ concurrency it simulates (:func:`daskprofile.findings.simulate.shared_schedule`)
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
+from typing import Any
 
 import dask
 import numpy as np
@@ -185,3 +187,260 @@ def test_a_lock_shared_by_the_tasks_is_measured_on_a_real_threads_run() -> None:
     assert alone_time >= 12 * 0.02 * 0.95  # never less than the sleeps themselves
     side_by_side = _facts.facts(record(shared=False))
     assert contention.betas(side_by_side).max() < 0.5
+
+
+# ------------------------------------------------------------------ replays skipped
+def reference_list_schedule(dur: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
+                            priority: np.ndarray, k: int) -> float:  # fmt: skip
+    """The list schedule as first written (one loop, the dependents found per call): the
+    prepared and the edgeless replays must give its makespan to the last bit."""
+    n = len(dur)
+    rev_ptr, rev_idx = simulate.dependents(indptr, indices, n)
+    waiting = np.diff(indptr).tolist()
+    rp, ri, d, prio = rev_ptr.tolist(), rev_idx.tolist(), dur.tolist(), priority.tolist()
+    ready = [(prio[r], r) for r in range(n) if not waiting[r]]
+    heapq.heapify(ready)
+    running: list[tuple[float, int]] = []
+    now, free = 0.0, k
+    while ready or running:
+        while free and ready:
+            _, r = heapq.heappop(ready)
+            heapq.heappush(running, (now + d[r], r))
+            free -= 1
+        now, r = heapq.heappop(running)
+        free += 1
+        for c in ri[rp[r] : rp[r + 1]]:
+            waiting[c] -= 1
+            if not waiting[c]:
+                heapq.heappush(ready, (prio[c], c))
+    return now
+
+
+def random_dag(rng: np.random.Generator, n: int, width: float) -> tuple[np.ndarray, np.ndarray]:
+    """A CSR of ``n`` rows, each waiting for up to 3 of the 30 rows before it, or for none
+    (chance ``width``)."""
+    deps = [[] if i == 0 or rng.random() < width else
+            sorted(set(rng.integers(max(0, i - 30), i, int(rng.integers(1, 4))).tolist()))
+            for i in range(n)]  # fmt: skip
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum([len(d) for d in deps], out=indptr[1:])
+    return indptr, np.asarray([j for d in deps for j in d], np.int64)
+
+
+def test_replays_match_the_first_list_schedule_and_stop_changing_once_none_waited() -> None:
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        n = int(rng.integers(1, 120))
+        indptr, indices = random_dag(rng, n, width=1.0 if trial % 3 == 0 else 0.3)
+        dur = rng.exponential(0.01, n) * (rng.random(n) < 0.9)  # some of 0 s: ties
+        prio = rng.permutation(n)
+        g = simulate.Graph(indptr, indices, prio)
+        cls = rng.integers(0, 2, n).tolist()
+        betas = rng.uniform(0, 1, 2).tolist()
+        unbounded = shared_unbounded = None  # the makespans where first no task waited
+        for k in (1, 2, 3, 5, 8, 200):
+            ref = reference_list_schedule(dur, indptr, indices, prio, k)
+            assert simulate.list_schedule(dur, indptr, indices, prio, k) == ref
+            makespan, waited = simulate.replay(g, dur.tolist(), k)
+            assert makespan == ref
+            if unbounded is not None:
+                assert makespan == unbounded
+            elif not waited:
+                unbounded = makespan
+            shared, waited = simulate.shared_replay(g, dur.tolist(), k, cls, betas, after=1e-3)
+            if shared_unbounded is not None:
+                assert shared == shared_unbounded
+            elif not waited:
+                shared_unbounded = shared
+        assert unbounded is not None  # 200 workers: no task waits
+        assert shared_unbounded is not None
+
+
+def graph_run(rng: np.random.Generator, threads: int, computes: int, alone: int,
+              slow: float, between: float) -> daskprofile.Run:  # fmt: skip
+    """A finished threads run of ``computes`` random graphs (20-200 tasks, 3 groups), as a
+    greedy schedule on ``threads`` would have recorded them: ``alone`` tasks of group 0
+    one after another first (that the others wait for), group 0's tasks ``1 + slow * (c -
+    1)`` times longer when started among ``c`` (a slowdown the run measures), up to 0.4
+    ms between a task's worker being free and its start, ``between`` s between computes."""
+    start, stop, worker, group, compute, edges = [], [], [], [], [], []
+    t = 0.0
+    for cid in range(1, computes + 1):
+        m = int(rng.integers(20, 201))
+        indptr, indices = random_dag(rng, m, width=float(rng.choice([0.05, 0.3, 0.9])))
+        deps = [indices[indptr[i] : indptr[i + 1]].tolist() for i in range(m)]
+        grp = rng.integers(0, 3, m)
+        for i in range(min(alone, m)):
+            deps[i], grp[i] = ([i - 1] if i else []), 0
+        for i in range(alone, m):
+            deps[i] = deps[i] or ([alone - 1] if alone else [])
+        work = np.where(grp == 0, rng.uniform(0.009, 0.011, m), rng.exponential(0.01, m))
+        waiting = [len(d) for d in deps]
+        after: list[list[int]] = [[] for _ in range(m)]
+        for i, d in enumerate(deps):
+            for j in d:
+                after[j].append(i)
+        ready = [i for i in range(m) if not waiting[i]]
+        free, running = list(range(threads)), []
+        st, sp, wk = [0.0] * m, [0.0] * m, [0] * m
+        now = t
+        while ready or running:
+            while free and ready:
+                i, w = heapq.heappop(ready), free.pop()
+                stretch = 1 + slow * len(running) if grp[i] == 0 else 1.0
+                st[i] = now + rng.uniform(0, 4e-4)
+                sp[i], wk[i] = st[i] + work[i] * stretch, w
+                heapq.heappush(running, (sp[i], i, w))
+            now, i, w = heapq.heappop(running)
+            free.append(w)
+            for c in after[i]:
+                waiting[c] -= 1
+                if not waiting[c]:
+                    heapq.heappush(ready, c)
+        base = len(start)
+        edges += [(base + i, base + j) for i, d in enumerate(deps) for j in d]
+        start, stop, worker = start + st, stop + sp, worker + wk
+        group, compute = group + grp.tolist(), compute + [cid] * m
+        t = max(sp) + between
+    n = len(start)
+    edges.sort()
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount([e[0] for e in edges], minlength=n), out=indptr[1:])
+    run = recorded(start, stop, worker, ["a", "b", "c"], group)
+    data = {name: run.raw(name) for name in ("tasks", "computes", "resources")}
+    data["tasks"] = dict(data["tasks"], compute=np.asarray(compute, np.uint32),
+                         workers=[f"thread {i}" for i in range(threads)])  # fmt: skip
+    ids = np.arange(1, computes + 1)
+    of = np.asarray(compute)
+    first = np.asarray([min(np.asarray(start)[of == i]) for i in ids])
+    last = np.asarray([max(np.asarray(stop)[of == i]) for i in ids])
+    data["computes"] = dict(data["computes"], id=ids, call=first, submit=first, end=last,
+                            scheduler=["threads"] * computes,
+                            idle=np.full(computes, np.nan))  # fmt: skip
+    data["edges"] = {"indptr": indptr, "indices": np.asarray([e[1] for e in edges], np.int32)}
+    meta = {"t0": 0.0, "t1": max(stop) + 0.001, "finished": True, "schedulers": ["threads"],
+            "computes": computes}  # fmt: skip
+    return daskprofile.Run(meta, data)
+
+
+def full_what_if(f: _facts.Facts) -> tuple[list[int], list[float], int] | None:
+    """(counts, estimates, the count reported) as the finding reads them when every count
+    is replayed; None: no finding."""
+    k = f.slots()
+    counts = sorted({*parallel.WORKERS, k})
+    est, _ = parallel.estimates(f, counts)
+    base, best = est[counts.index(k)], int(np.argmin(est))
+    if base <= 0 or counts[best] <= k:
+        return None
+    if f.wall * (1 - est[best] / base) < 2 * parallel.MIN_SHARE * f.wall:
+        return None
+    return counts, est, counts[best]
+
+
+def same_as_full_replays(run: daskprofile.Run, replays: list[int]) -> bool:
+    """Asserts the what-if finding of ``run`` is the one every replay gives (its evidence
+    lists fewer counts, with the same estimates); whether there is one. ``replays``
+    counts the finding's replays only."""
+    calls = replays[0]
+    f = _facts.facts(run)
+    full = full_what_if(f)
+    replays[0] = calls
+    found = parallel.what_if_finding(_facts.facts(run))
+    if full is None:
+        assert found == []
+        return False
+    counts, est, best = full
+    (row,) = found
+    k = f.slots()
+    base = est[counts.index(k)]
+    assert row["impact_s"] == f.wall * (1 - est[counts.index(best)] / base)
+    assert row["message"].startswith(f"Replayed on {best} workers instead of {k},")
+    assert f"num_workers={best} " in row["suggestion"]
+    shown = row["evidence"]["workers"]
+    assert k in shown
+    assert best in shown
+    assert row["evidence"]["estimate_s"] == [round(est[counts.index(c)], 6) for c in shown]
+    return True
+
+
+@pytest.fixture
+def replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many replays (of one compute on one count) the code under test ran."""
+    done = [0]
+    for name in ("replay", "shared_replay"):
+        original = getattr(simulate, name)
+
+        def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            done[0] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(simulate, name, counted)
+    return done
+
+
+def test_the_what_if_finding_of_random_runs_is_the_one_every_replay_gives(
+    replays: list[int],
+) -> None:
+    """Random graphs recorded on 1-8 threads, some with a measured slowdown, some with
+    seconds between computes: skipping replays (lower bounds above the smallest estimate,
+    no replay once none waited, no finding possible by the bounds) never changes the
+    finding; and it does skip most replays."""
+    rng = np.random.default_rng(5)
+    found = shared = 0
+    full = 0
+    for _ in range(40):
+        threads = int(rng.choice([1, 2, 3, 4, 8]))
+        computes = int(rng.integers(1, 4))
+        run = graph_run(rng, threads, computes, alone=int(rng.choice([0, 6])),
+                        slow=float(rng.choice([0.0, 0.5, 1.0])),
+                        between=float(rng.choice([0.0, 0.01, 1.0])))  # fmt: skip
+        found += same_as_full_replays(run, replays)
+        f = _facts.facts(run)
+        shared += bool(contention.betas(f).any())
+        full += len(parallel._compute_rows(f)) * len({*parallel.WORKERS, f.slots()})
+    assert found >= 5  # both outcomes are checked
+    assert 40 - found >= 5
+    assert shared >= 5  # and the replay with slowdowns
+    assert replays[0] < 0.6 * full
+    # tasks far shorter than the time between computes: no count can save 10%, no replay
+    replays[0] = 0
+    assert not same_as_full_replays(graph_run(rng, 2, 2, 0, 0.0, between=100.0), replays)
+    assert replays[0] == 0
+
+
+def test_the_what_if_finding_of_recorded_runs_is_the_one_every_replay_gives(
+    replays: list[int],
+) -> None:
+    def nap(x: int, t: float = 0.01) -> int:
+        time.sleep(t)
+        return x + 1
+
+    with profile() as wide:  # more workers pay off
+        dask.compute(*[delayed(nap)(i) for i in range(24)], scheduler="threads", num_workers=2)
+    with profile() as gappy:  # no: the time between the computes dominates
+        x = delayed(nap)(0)
+        for _ in range(6):
+            x = delayed(nap)(x)
+        x.compute(scheduler="threads", num_workers=2)
+        time.sleep(0.3)
+        dask.compute(*[delayed(nap)(i) for i in range(6)], scheduler="threads", num_workers=3)
+    assert same_as_full_replays(wide, replays)
+    assert not same_as_full_replays(gappy, replays)
+
+
+def test_the_bounds_hold_each_replay_of_random_runs() -> None:
+    """What the skipped replays rest on: below each count's lower bound and above its upper
+    bound there is no replay, with or without a slowdown, on one or many computes."""
+    rng = np.random.default_rng(8)
+    for _ in range(25):
+        run = graph_run(rng, threads=int(rng.choice([1, 2, 4])), computes=int(rng.integers(1, 3)),
+                        alone=int(rng.choice([0, 6])), slow=float(rng.choice([0.0, 1.0])),
+                        between=0.0)  # fmt: skip
+        f = _facts.facts(run)
+        for k in (1, 2, 3, 4, 8, 32):
+            fresh = parallel._Replays(f)  # bounds from the figures, not from a replay
+            assert fresh.bounded
+            lower, upper = fresh.lower(k), fresh.upper(k)
+            replayed = fresh.estimate(k)
+            assert lower <= replayed * (1 + 1e-12)
+            assert replayed <= upper * (1 + 1e-12)

@@ -59,17 +59,29 @@ def levels(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     n = len(start)
     if n == 0:
         return np.zeros((0, 1))
-    times = np.concatenate([start, stop])
-    step = np.concatenate([np.ones(n), -np.ones(n)])
-    order = np.lexsort((step, times))  # at equal times, stops before starts
-    t = times[order]
-    count = np.cumsum(step[order])[:-1]
-    seg = np.diff(t)
+    t, count = _sweep(start, stop)
     top = max(1, int(count.max(initial=1)))
     out = np.zeros((n, top))
     for c in range(1, top + 1):
-        cum = np.concatenate([[0.0], np.cumsum(seg * (count == c))])
-        out[:, c - 1] = np.interp(stop, t, cum) - np.interp(start, t, cum)
+        out[:, c - 1] = _level(start, stop, t, count, c)
+    return out
+
+
+def _sweep(start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the starts and stops in order, how many tasks ran after each but the last)."""
+    n = len(start)
+    times = np.concatenate([start, stop])
+    step = np.concatenate([np.ones(n), -np.ones(n)])
+    order = np.lexsort((step, times))  # at equal times, stops before starts
+    return times[order], np.cumsum(step[order])[:-1]
+
+
+def _level(
+    start: np.ndarray, stop: np.ndarray, t: np.ndarray, count: np.ndarray, c: int
+) -> np.ndarray:
+    """Column ``c - 1`` of :func:`levels`, from :func:`_sweep`."""
+    cum = np.concatenate([[0.0], np.cumsum(np.diff(t) * (count == c))])
+    out: np.ndarray = np.interp(stop, t, cum) - np.interp(start, t, cum)
     return out
 
 
@@ -104,24 +116,29 @@ def _levels(f: Facts) -> np.ndarray:
 
 
 def _betas(f: Facts) -> np.ndarray:
+    """Per group; :func:`levels` in full only once a group has enough alone and overlapped
+    tasks of one size (most runs measure nothing, and pay for the time alone only)."""
     out = np.zeros(len(f.groups))
     if f.is_cluster or f.n < 2 * MIN_ALONE:
         return out
-    t = _levels(f)
-    if t.shape[1] < 2:
+    t, count = _sweep(f.start, f.stop)
+    if count.max(initial=1) < 2:
         return out
+    by_itself = _level(f.start, f.stop, t, count, 1)
     dur = np.maximum(f.dur, 1e-12)
-    alone = t[:, 0] >= ALONE_SHARE * dur
-    overlapped = t[:, 0] <= (1 - OVERLAP_SHARE) * dur
-    for g in np.unique(f.group).tolist():
+    alone = by_itself >= ALONE_SHARE * dur
+    overlapped = by_itself <= (1 - OVERLAP_SHARE) * dur
+    both = np.minimum(
+        np.bincount(f.group[alone], minlength=len(f.groups)),
+        np.bincount(f.group[overlapped], minlength=len(f.groups)),
+    )
+    for g in np.flatnonzero(both >= MIN_ALONE).tolist():
         rows = f.group == g
-        if (alone & rows).sum() < MIN_ALONE or (overlapped & rows).sum() < MIN_ALONE:
-            continue
         one = f.dur[alone & rows]
         w = float(np.median(one))
         if w <= 0 or float(np.median(np.abs(one - w))) > MAX_SPREAD * w:
             continue
-        beta = solve(t[overlapped & rows], w)
+        beta = solve(_levels(f)[overlapped & rows], w)
         out[g] = beta if beta >= MIN_BETA else 0.0
     return out
 

@@ -32,6 +32,9 @@ WORKERS = (1, 2, 4, 8, 16, 32)
 OVERHEAD_SHARE = 0.25
 #: task duration aimed at when suggesting larger chunks (s), at most
 TARGET_TASK = 0.1
+#: relative slack of the bounds that skip replays: far above the rounding of a replay's
+#: sums (~1e-16 per addition, ~1e-12 over 20,000 tasks), far below any figure reported
+SLACK = 1e-9
 
 
 # ------------------------------------------------------------------ shared figures
@@ -308,35 +311,170 @@ def estimates(f: Facts, workers: Sequence[int]) -> tuple[list[float], str]:
     slow down while others run (:mod:`.contention`), its tasks last their time alone,
     stretched by as many tasks as run at once in the replay. Beyond, Graham's bounds.
     """
-    rows_list = _compute_rows(f)
-    outside = f.wall - _union(
-        [float(f.start[r].min()) for r in rows_list], [float(f.stop[r].max()) for r in rows_list]
-    )
-    method = "simulated" if f.n <= SIM_MAX else "bounds"
-    if method == "bounds":
-        dur = f.dur + overhead(f)
-        paths = [float(_finish(f)[r].max()) for r in rows_list]
-        works = [float(dur[r].sum()) for r in rows_list]
-    out = []
-    for k in workers:
-        if method == "bounds":
-            tasks = sum(
-                simulate.bounds_estimate(w, p, k) for w, p in zip(works, paths, strict=True)
+    replays = _Replays(f)
+    return [replays.estimate(k) for k in workers], replays.method
+
+
+class _Replays:
+    """The replays of a run's computes on any numbers of workers (:class:`_Compute`), the
+    estimates they sum to, and bounds of those not replayed."""
+
+    def __init__(self, f: Facts) -> None:
+        self.f = f
+        rows = _compute_rows(f)
+        self.rows = rows
+        self.outside = max(
+            0.0,
+            f.wall
+            - _union([float(f.start[r].min()) for r in rows],
+                     [float(f.stop[r].max()) for r in rows]),
+        )  # fmt: skip
+        self.method = "simulated" if f.n <= SIM_MAX else "bounds"
+        self.computes: list[_Compute] = []
+        if self.method == "simulated":
+            after = overhead(f)
+            betas = contention.betas(f)
+            # what a task takes at full speed: its work alone (then the hand-over), where
+            # the run measured a slowdown, else its recorded duration and the hand-over
+            time = contention.work(f) if betas.any() else f.dur + after
+            self.computes = [_Compute(f, r, time, betas, after) for r in rows]
+
+    def estimate(self, k: int) -> float:
+        """The estimated wall time on ``k`` workers."""
+        if self.method == "bounds":
+            dur = self.f.dur + overhead(self.f)
+            finish = _finish(self.f)
+            return self.outside + sum(
+                simulate.bounds_estimate(float(dur[r].sum()), float(finish[r].max()), k)
+                for r in self.rows
             )
+        return self.outside + sum(c.replay(k) for c in self.computes)
+
+    def known(self, k: int) -> bool:
+        """Whether :meth:`estimate` of ``k`` needs no replay."""
+        return all(c.value(k) is not None for c in self.computes)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether :meth:`lower` and :meth:`upper` bound :meth:`estimate`."""
+        return self.method == "simulated" and all(c.topological for c in self.computes)
+
+    def lower(self, k: int) -> float:
+        """At most :meth:`estimate` of ``k`` (up to rounding; needs :attr:`bounded`)."""
+        return self.outside + sum(c.lower(k) for c in self.computes)
+
+    def upper(self, k: int) -> float:
+        """At least :meth:`estimate` of ``k`` (up to rounding; needs :attr:`bounded`)."""
+        return self.outside + sum(c.upper(k) for c in self.computes)
+
+
+class _Compute:
+    """One compute's graph, replayed on any numbers of workers (each at most once), and
+    bounds of the replays not done.
+
+    A replay on ``k`` workers that never left a ready task waiting for a worker ran every
+    task as soon as it was ready: on more workers it is the very same schedule, to the last
+    bit (not replayed again).
+
+    Bounds, with ``hold`` the time each task holds its worker at least (its work at full
+    speed, then the hand-over): on ``k`` workers the replay takes at least the longest
+    chain of ``hold``, ``sum(hold) / k`` and, where tasks slow down, ``sum_g work_g *
+    s_g(k) / k`` (a group's tasks progress at ``m_g / s_g(m)`` among ``m <= k`` at work,
+    and ``s(m) / m`` only falls as ``m`` grows: at any moment ``sum_g rate_g * s_g(k) / k``
+    is at most 1); at most ``sum(hold') / k`` plus the longest chain of ``hold'``
+    (Graham: a greedy schedule leaves a worker free only while no task is ready, so while
+    a task of some chain runs), ``hold'`` stretching each task by its slowdown among
+    ``k``. The chains are exact only over a topological order: where the start order is
+    none (bad data), :attr:`topological` is false and the bounds are not used.
+    """
+
+    def __init__(
+        self, f: Facts, rows: np.ndarray, time: np.ndarray, betas: np.ndarray, after: float
+    ) -> None:
+        self.indptr, self.indices = _sub_graph(f, rows)
+        self.order = np.argsort(f.start[rows], kind="stable")  # ready ones go in this order
+        self.time = time[rows]
+        self.after = after
+        self.shared = bool(betas.any())
+        ids, cls = np.unique(f.group[rows], return_inverse=True)
+        self.cls, self.betas = cls.astype(np.int64), betas[ids]  # classes 0.. in order
+        self.done: dict[int, float] = {}
+        self.unbounded: int | None = None  # the fewest workers on which none waited
+        self._graph: tuple[simulate.Graph, list[float], list[int], list[float]] | None = None
+        self._chains: dict[int, tuple[float, float]] = {}
+
+    def value(self, k: int) -> float | None:
+        """The replay on ``k`` workers if known without replaying."""
+        if k in self.done:
+            return self.done[k]
+        if self.unbounded is not None and k > self.unbounded:
+            return self.done[self.unbounded]
+        return None
+
+    def replay(self, k: int) -> float:
+        """Makespan of the replay on ``k`` workers."""
+        value = self.value(k)
+        if value is not None:
+            return value
+        if self._graph is None:  # prepared once for every count
+            priority = np.empty(len(self.order), np.int64)
+            priority[self.order] = np.arange(len(self.order))
+            g = simulate.Graph(self.indptr, self.indices, priority)
+            self._graph = (g, self.time.tolist(), self.cls.tolist(), self.betas.tolist())
+        g, time, cls, betas = self._graph
+        if self.shared:
+            value, waited = simulate.shared_replay(g, time, k, cls, betas, after=self.after)
         else:
-            tasks = sum(_replay(f, rows, k) for rows in rows_list)
-        out.append(max(0.0, outside) + tasks)
-    return out, method
+            value, waited = simulate.replay(g, time, k)
+        self.done[k] = value
+        if not waited and (self.unbounded is None or k < self.unbounded):
+            self.unbounded = k
+        return value
 
+    @property
+    def topological(self) -> bool:
+        """Whether every task started after the tasks it waited for (in start order)."""
+        if not self.indices.size:
+            return True
+        position = np.empty(len(self.order), np.int64)
+        position[self.order] = np.arange(len(self.order))
+        task = np.repeat(np.arange(len(self.order)), np.diff(self.indptr))
+        return bool((position[self.indices] < position[task]).all())
 
-def _replay(f: Facts, rows: np.ndarray, k: int) -> float:
-    dag = _sub_graph(f, rows)
-    priority = np.argsort(np.argsort(f.start[rows], kind="stable"), kind="stable")
-    betas = contention.betas(f)
-    if not betas.any():
-        return simulate.list_schedule(f.dur[rows] + overhead(f), *dag, priority, k)
-    sharing = simulate.Sharing(f.group[rows], betas, overhead(f))
-    return simulate.shared_schedule(contention.work(f)[rows], dag, priority, k, sharing)
+    def lower(self, k: int) -> float:
+        """At most the replay on ``k`` workers."""
+        value = self.value(k)
+        if value is not None:
+            return value
+        hold, chain = self._chain(1)
+        if not self.shared:
+            return max(chain, hold / k)
+        work = np.bincount(self.cls, weights=self.time, minlength=len(self.betas))
+        slow = float(work @ contention.slowdown(self.betas, k)) / k
+        return max(chain, hold / k, slow)
+
+    def upper(self, k: int) -> float:
+        """At least the replay on ``k`` workers."""
+        value = self.value(k)
+        if value is not None:
+            return value
+        hold, chain = self._chain(k if self.shared else 1)
+        return hold / k + chain
+
+    def _chain(self, k: int) -> tuple[float, float]:
+        """(sum, longest chain) of the times the tasks hold their workers: at full speed
+        (``k`` 1: at least), or slowed down as among ``k`` at work (at most)."""
+        if k not in self._chains:
+            hold = self.time + self.after if self.shared else self.time
+            if self.shared and k > 1:
+                hold = self.time * contention.slowdown(self.betas, k)[self.cls] + self.after
+            if not self.indices.size:
+                chain = float(hold.max(initial=0.0))
+            else:
+                finish = simulate._finish_times(hold, self.indptr, self.indices, self.order)
+                chain = float(finish.max())
+            self._chains[k] = (float(hold.sum()), chain)
+        return self._chains[k]
 
 
 def what_if_table(f: Facts, workers: Sequence[int]) -> dict[str, list[Any]]:
@@ -351,26 +489,88 @@ def what_if_table(f: Facts, workers: Sequence[int]) -> dict[str, list[Any]]:
 
 
 def what_if_finding(f: Facts) -> list[dict[str, Any]]:
-    """``what-if``: how much more workers would save, by replaying the graph."""
+    """``what-if``: how much more workers would save, by replaying the graph.
+
+    The estimates of :data:`WORKERS` and the recorded count ``k``: the first smallest is
+    reported when it is above ``k`` and saves ``2 * MIN_SHARE`` of the wall time against
+    ``k``'s. Only the estimates that decide it are replayed (:func:`_smallest`); the
+    evidence lists those.
+    """
     if f.n < 2:
         return []
     k = f.slots()
     counts = sorted({*WORKERS, k})
-    est, method = estimates(f, counts)
-    base = est[counts.index(k)]
-    best = int(np.argmin(est))
+    replays = _Replays(f)
+    found = _smallest(replays, counts, k)
+    if found is None:
+        return []
+    est, best = found
+    base = est[k]
     if base <= 0 or counts[best] <= k:
         return []
-    gain = f.wall * (1 - est[best] / base)
+    gain = f.wall * (1 - est[counts[best]] / base)
     if gain < 2 * MIN_SHARE * f.wall:
         return []
-    evidence = {"workers": counts, "estimate_s": est, "recorded_workers": k, "method": method}
+    shown = sorted(est)
+    evidence = {
+        "workers": shown,
+        "estimate_s": [est[c] for c in shown],
+        "recorded_workers": k,
+        "method": replays.method,
+    }
     message = (
         f"Replayed on {counts[best]} workers instead of {k}, the recorded graph would take "
-        f"about {secs(f.wall - gain)} instead of {secs(f.wall)} ({method})."
+        f"about {secs(f.wall - gain)} instead of {secs(f.wall)} ({replays.method})."
     )
     suggestion = (
         f"More workers pay off: e.g. num_workers={counts[best]} or a cluster with "
         f"{counts[best]} threads in all; beyond that the estimate stops improving."
     )
     return [finding("what-if", "workers", gain, f.wall, evidence, message, suggestion)]
+
+
+def _smallest(r: _Replays, counts: list[int], k: int) -> tuple[dict[int, float], int] | None:
+    """The estimates the what-if finding needs, and the index in ``counts`` of the first
+    smallest estimate of all ``counts``; None when no count above ``k`` can be reported.
+
+    The same answer as replaying every count: the estimate of ``k`` (the finding's
+    reference) and of the largest count (where the smallest usually is) are replayed, then
+    each other count whose lower bound is not above the smallest so far (anything more
+    cannot be the first smallest). No replay at all when even the lower bound of the
+    counts above ``k`` cannot save the share against the upper bound of ``k``'s: the
+    finding's test only grows with that estimate and shrinks with ``k``'s.
+
+    Not a stop where the estimate stops improving (by < 1%, say): a list schedule can
+    still improve a little further on (and, Graham's anomalies, fewer workers can be
+    faster), so the count reported and its saving could change. The bounds skip as much
+    on the runs measured, and leave the finding as every replay gives it.
+    """
+    least = 2 * MIN_SHARE * r.f.wall
+
+    def saves(estimate: float, base: float) -> bool:  # the finding's own test
+        return r.f.wall * (1 - estimate / base) >= least
+
+    above = [c for c in counts if c > k]
+    if not above:
+        return None
+    bounded = r.bounded
+    if bounded:
+        upper = r.upper(k) * (1 + SLACK)
+        lowest = min(r.lower(c) for c in above) * (1 - SLACK)
+        if upper > 0 and not saves(lowest, upper):
+            return None
+    base = r.estimate(k)
+    if base <= 0:
+        return None
+    if bounded and not saves(min(r.lower(c) for c in above) * (1 - SLACK), base):
+        return None
+    est = {k: base}
+    best, at = base, counts.index(k)
+    for c in [above[-1], *(c for c in counts if c != k and c != above[-1])]:
+        if bounded and not r.known(c) and r.lower(c) * (1 - SLACK) > best:
+            continue
+        e = est[c] = r.estimate(c)
+        i = counts.index(c)
+        if e < best or (e == best and i < at):
+            best, at = e, i
+    return est, at

@@ -8,7 +8,9 @@ waited for rows ``indices[indptr[i]:indptr[i + 1]]``) and one duration per row.
   order of start, which is a topological order of a recorded run.
 * :func:`list_schedule`: the makespan of greedy list scheduling on ``k`` identical
   workers, taking ready tasks in the order they were recorded to start (dask's own
-  priorities, as the scheduler applied them).
+  priorities, as the scheduler applied them). :class:`Graph` prepares a graph once for
+  the replays (:func:`replay`) of many worker counts, which also say whether a ready row
+  ever waited for a worker (if none did, more workers replay the same schedule).
 * :func:`shared_schedule`: the same list scheduling where running together slows tasks
   down (:mod:`.contention`): each task's work advances at ``1 / s(c)`` while ``c`` tasks
   do work, ``s`` by the task's class; then a fixed time (the hand-over) holds its worker.
@@ -18,17 +20,21 @@ waited for rows ``indices[indptr[i]:indptr[i + 1]]``) and one duration per row.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
+    "Graph",
+    "Sharing",
     "bounds_estimate",
     "critical_path",
     "dependents",
     "list_schedule",
-    "Sharing",
+    "replay",
+    "shared_replay",
     "shared_schedule",
 ]
 
@@ -105,36 +111,86 @@ def dependents(indptr: np.ndarray, indices: np.ndarray, n: int) -> tuple[np.ndar
     return rev_ptr, task[order]
 
 
+class Graph:
+    """A graph prepared for replays with any number of workers: the dependents of each
+    row, how many rows each waits for, and the order in which ready rows are taken
+    (``priority``, lowest first; ties by row). Built once, replayed for every count."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, priority: np.ndarray) -> None:
+        n = len(indptr) - 1
+        self.n = n
+        self.prio: list[int] = priority.tolist()
+        self.edges = bool(indices.size)
+        self.order: list[int] = []  # without edges: the rows in order of priority
+        self.after: list[list[int]] = [[]] * n  # the rows that wait for each row
+        self.waiting: list[int] = [0] * n  # how many rows each row waits for
+        if not self.edges:
+            self.order = np.argsort(priority, kind="stable").tolist()
+            self.ready = [(p, r) for r, p in enumerate(self.prio)]
+        else:
+            rev_ptr, rev_idx = dependents(indptr, indices, n)
+            rp, ri = rev_ptr.tolist(), rev_idx.tolist()
+            self.after = [ri[rp[r] : rp[r + 1]] for r in range(n)]
+            self.waiting = np.diff(indptr).tolist()
+            self.ready = [(self.prio[r], r) for r in range(n) if not self.waiting[r]]
+        heapq.heapify(self.ready)  # the rows ready at the start, by priority
+
+
 def list_schedule(
     dur: np.ndarray, indptr: np.ndarray, indices: np.ndarray, priority: np.ndarray, k: int
 ) -> float:
     """Makespan of greedy list scheduling of the rows on ``k`` workers (ties: lowest
     ``priority`` first)."""
-    n = len(dur)
-    if n == 0:
-        return 0.0
-    rev_ptr, rev_idx = dependents(indptr, indices, n)
-    waiting = np.diff(indptr).tolist()
-    rp, ri, d, prio = rev_ptr.tolist(), rev_idx.tolist(), dur.tolist(), priority.tolist()
-    ready = [(prio[r], r) for r in range(n) if not waiting[r]]
-    heapq.heapify(ready)
+    return replay(Graph(indptr, indices, priority), dur.tolist(), k)[0]
+
+
+def replay(g: Graph, dur: list[float], k: int) -> tuple[float, bool]:
+    """(:func:`list_schedule` of ``g`` with durations ``dur``, whether a ready row ever
+    waited for a worker). A replay where none waited ran every row as soon as it was ready
+    (the critical path's schedule): with more workers it is the very same schedule."""
+    if g.n == 0:
+        return 0.0, False
+    if not g.edges:
+        return _independent(g, dur, k)
+    waiting = g.waiting.copy()
+    after, prio = g.after, g.prio
+    ready = g.ready.copy()
     running: list[tuple[float, int]] = []
-    now, free = 0.0, k
+    now, free, waited = 0.0, k, False
     push, pop = heapq.heappush, heapq.heappop
     while ready or running:
         while free and ready:
             _, r = pop(ready)
-            push(running, (now + d[r], r))
+            push(running, (now + dur[r], r))
             free -= 1
+        if ready:
+            waited = True
         if not running:
             break  # rows waiting on rows that never come (bad data)
         now, r = pop(running)
         free += 1
-        for c in ri[rp[r] : rp[r + 1]]:
+        for c in after[r]:
             waiting[c] -= 1
             if not waiting[c]:
                 push(ready, (prio[c], c))
-    return now
+    return now, waited
+
+
+def _independent(g: Graph, dur: list[float], k: int) -> tuple[float, bool]:
+    """:func:`replay` of rows without edges: each row, in order, starts on the worker free
+    first, at the time that worker's last row ended (the same additions as the general
+    loop, so the same makespan to the last bit)."""
+    d = [dur[r] for r in g.order]
+    if k < 1:
+        return 0.0, True
+    if len(d) <= k:
+        return max(d), False
+    free = d[:k]
+    heapq.heapify(free)
+    replace = heapq.heapreplace
+    for x in d[k:]:
+        replace(free, free[0] + x)
+    return max(free), True
 
 
 @dataclass
@@ -146,42 +202,6 @@ class Sharing:
     cls: np.ndarray
     betas: np.ndarray
     after: float = 0.0
-
-
-class _Clocks:
-    """One clock of work done per class: every row of a class advances at the same rate
-    at any moment, so a heap of the clock readings at which its rows finish suffices."""
-
-    def __init__(self, betas: np.ndarray) -> None:
-        self.beta = [float(b) for b in betas]
-        self.clock = [0.0] * len(self.beta)
-        self.heaps: list[list[tuple[float, int]]] = [[] for _ in self.beta]
-        self.busy = 0
-
-    def start(self, c: int, r: int, work: float) -> None:
-        heapq.heappush(self.heaps[c], (self.clock[c] + work, r))
-        self.busy += 1
-
-    def rates(self) -> list[float]:
-        n = self.busy
-        return [1.0 / min(n, 1.0 + b * (n - 1)) if n else 0.0 for b in self.beta]
-
-    def next(self, rates: list[float]) -> tuple[float, int]:
-        """(real time until the next row finishes its work, its class); inf, -1: none."""
-        best, which = float("inf"), -1
-        for c, heap in enumerate(self.heaps):
-            if heap and (heap[0][0] - self.clock[c]) / rates[c] < best:
-                best, which = (heap[0][0] - self.clock[c]) / rates[c], c
-        return max(best, 0.0), which
-
-    def advance(self, dt: float, rates: list[float]) -> None:
-        for c, heap in enumerate(self.heaps):
-            if heap:
-                self.clock[c] += dt * rates[c]
-
-    def finish(self, c: int) -> int:
-        self.busy -= 1
-        return heapq.heappop(self.heaps[c])[1]
 
 
 def shared_schedule(
@@ -197,42 +217,85 @@ def shared_schedule(
     hand-overs of half a task (a loaded machine) that put the replay of such a run on its
     own worker count up to ~8% above its wall time; with short hand-overs, ~1-2%.
     """
+    if len(work) == 0:
+        return 0.0
+    ids, cls = np.unique(sharing.cls, return_inverse=True)
+    g = Graph(dag[0], dag[1], priority)
+    betas = np.asarray(sharing.betas)[ids]
+    return shared_replay(g, work.tolist(), k, cls.tolist(), betas.tolist(), after=sharing.after)[0]
+
+
+def shared_replay(
+    g: Graph, work: list[float], k: int, cls: list[int], betas: list[float], *, after: float
+) -> tuple[float, bool]:
+    """(:func:`shared_schedule` of ``g``, whether a ready row ever waited for a worker, as
+    :func:`replay`); ``cls``: each row's class, ``0 .. len(betas) - 1``.
+
+    One clock of work done per class: every row of a class advances at the same rate at
+    any moment, so a heap of the clock readings at which its rows finish suffices. The
+    rates are looked up by how many rows do work (at most ``k``), the classes visited in
+    order (ties go to the lowest), only those with rows at work.
+    """
     n = len(work)
     if n == 0:
-        return 0.0
-    rev_ptr, rev_idx = dependents(*dag, n)
-    waiting = np.diff(dag[0]).tolist()
-    rp, ri, w, prio = rev_ptr.tolist(), rev_idx.tolist(), work.tolist(), priority.tolist()
-    cls = sharing.cls.tolist()
-    clocks = _Clocks(sharing.betas)
+        return 0.0, False
+    m = len(betas)
+    rates = [  # per number of rows at work (at most k, at most n): each class's rate
+        [1.0 / min(c, 1.0 + b * (c - 1)) if c else 0.0 for b in betas] for c in range(min(k, n) + 1)
+    ]
+    clock = [0.0] * m
+    heaps: list[list[tuple[float, int]]] = [[] for _ in range(m)]
+    waiting, after_of, prio, ready = g.waiting.copy(), g.after, g.prio, g.ready.copy()
+    active: list[int] = []  # classes with rows at work, ascending
     holding: list[tuple[float, int]] = []  # (when the worker is free again, row)
-    ready = [(prio[r], r) for r in range(n) if not waiting[r]]
-    heapq.heapify(ready)
-    push, pop = heapq.heappush, heapq.heappop
-    now, free = 0.0, k
-    while ready or clocks.busy or holding:
+    push, pop, insort = heapq.heappush, heapq.heappop, bisect.insort
+    inf = float("inf")
+    now, free, busy, waited = 0.0, k, 0, False
+    while ready or busy or holding:
         while free and ready:
             r = pop(ready)[1]
-            clocks.start(cls[r], r, w[r])
+            c = cls[r]
+            heap = heaps[c]
+            if not heap:
+                insort(active, c)
+            push(heap, (clock[c] + work[r], r))
+            busy += 1
             free -= 1
-        rates = clocks.rates()
-        dt, which = clocks.next(rates)
-        if holding and holding[0][0] - now <= dt:
-            dt, which = holding[0][0] - now, -1
-        if which < 0 and not holding:
+        if ready:
+            waited = True
+        rate = rates[busy]
+        if len(active) == 1:  # the common case, without the loop
+            which = active[0]
+            dt = (heaps[which][0][0] - clock[which]) / rate[which]
+        else:
+            dt, which = inf, -1
+            for c in active:
+                t = (heaps[c][0][0] - clock[c]) / rate[c]
+                if t < dt:
+                    dt, which = t, c
+        dt = max(dt, 0.0)
+        if holding:
+            if holding[0][0] - now <= dt:
+                dt, which = holding[0][0] - now, -1
+        elif which < 0:
             break  # rows waiting on rows that never come (bad data)
         now += dt
-        clocks.advance(dt, rates)
+        for c in active:
+            clock[c] += dt * rate[c]
         if which >= 0:
-            push(holding, (now + sharing.after, clocks.finish(which)))
+            heap = heaps[which]
+            push(holding, (now + after, pop(heap)[1]))
+            if not heap:
+                active.remove(which)
+            busy -= 1
             continue
         r = pop(holding)[1]
         free += 1
-        for c in ri[rp[r] : rp[r + 1]]:
+        for c in after_of[r]:
             waiting[c] -= 1
             if not waiting[c]:
                 push(ready, (prio[c], c))
-    return now
+    return now, waited
 
 
 def bounds_estimate(work: float, path: float, k: int) -> float:
