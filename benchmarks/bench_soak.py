@@ -2,13 +2,16 @@
 
     PYTHONPATH=python python benchmarks/bench_soak.py [--minutes 60] [--every 30]
 
-Three loops share the time: ``profile()`` blocks on the threads scheduler, the same
+Four loops share the time equally: ``profile()`` blocks on the threads scheduler, the same
 computes recorded by the panel's per-cell recorder (a connected panel's comm handlers and
-a comm that counts what it is sent), and ``profile()`` blocks on a ``LocalCluster`` of 2
-worker processes. Each loop samples every ``--every`` seconds the kernel's threads, fds,
+a comm that counts what it is sent), ``profile()`` blocks on a ``LocalCluster`` of 2
+worker processes, and its bare twin: the same computes on a fresh cluster of the same kind
+with no daskprofile. Each loop samples every ``--every`` seconds the kernel's threads, fds,
 RSS and traced memory (``tracemalloc``), and the workers' threads, fds and RSS
 (``client.run``), then prints each series' least-squares slope per compute and per hour
-beside its range. A slope that is not ~0 is growth; the CI version is
+beside its range. A slope that is not ~0 is growth; on a cluster, distributed keeps
+bounded histories of its own (the scheduler runs in the kernel), so what counts is the
+profiled loop's slope minus its bare twin's, printed last. The CI version is
 ``tests/reliability/test_load.py``.
 """
 
@@ -22,6 +25,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from operator import add
 from pathlib import Path
 from typing import Any
@@ -89,17 +93,32 @@ class Series:
         for name, value in sample.items():
             self.values.setdefault(name, []).append(value)
 
+    def slope(self, name: str) -> float:
+        """Least-squares growth of ``name`` per compute (nan with fewer than 3 samples)."""
+        if len(self.x) < 3:
+            return float("nan")
+        return float(np.polyfit(self.x, self.values[name], 1)[0])
+
     def report(self, title: str, per_hour: float) -> None:
         if len(self.x) < 3:
             print(f"  {title}: too few samples")
             return
         for name, ys in self.values.items():
-            slope = float(np.polyfit(self.x, ys, 1)[0])
+            slope = self.slope(name)
             unit = "B" if name in ("rss", "traced") else ""
             print(
                 f"  {title:18s} {name:8s} {slope:+12.2f} {unit}/compute "
                 f"{slope * per_hour:+14.0f} {unit}/hour   range {min(ys):,.0f}..{max(ys):,.0f}"
             )
+
+
+@dataclass
+class Soak:
+    """What one loop measured: the kernel's series, each worker's (by address), the rate."""
+
+    kernel: Series
+    workers: list[Series]
+    per_hour: float
 
 
 def loop(
@@ -163,11 +182,7 @@ def panel_step(i: int) -> None:
 
 def run_loop(
     name: str, seconds: float, every: float, step: Callable[[int], None], client: Any = None
-) -> None:
-    for i in range(30):  # warm: imports, pools, the kept history filled
-        step(-1 - i)
-    if client is not None:
-        client.run(worker)
+) -> Soak:
     own = Series()
     workers: dict[str, Series] = {}
 
@@ -177,9 +192,16 @@ def run_loop(
             for address, values in client.run(worker).items():
                 workers.setdefault(address, Series()).add(i, values)
 
+    # traced from before the warm-up: the kept history fills with runs whose memory is
+    # traced (runs made before tracing, replaced during the soak, would look like growth:
+    # their frees are not seen, their successors' allocations are)
     tracemalloc.start()
-    t = time.monotonic()
     try:
+        for i in range(30):  # warm: imports, pools, the kept history filled
+            step(-1 - i)
+        if client is not None:
+            client.run(worker)
+        t = time.monotonic()
         n = loop(seconds, every, step, sample)
     finally:
         tracemalloc.stop()
@@ -190,18 +212,29 @@ def run_loop(
     own.report("kernel", per_hour)
     for address, series in workers.items():
         series.report(f"worker {address.rsplit(':', 1)[-1]}", per_hour)
+    return Soak(own, [workers[a] for a in sorted(workers)], per_hour)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--minutes", type=float, default=60)
-    parser.add_argument("--every", type=float, default=30, help="seconds between samples")
-    args = parser.parse_args()
-    share = args.minutes * 60 / 3
-    print(f"soak, {args.minutes:g} min in 3 loops, slopes by least squares")
-    run_loop("profile() blocks, threads scheduler", share, args.every, threads_step)
-    with panel():
-        run_loop("panel's per-cell recording, threads", share, args.every, panel_step)
+def report_twin(ours: Soak, bare: Soak) -> None:
+    """Per compute, the profiled loop's slopes minus its bare twin's (workers paired in
+    address order; per hour at the profiled loop's rate)."""
+    print("LocalCluster, profile() minus bare (slopes per compute):")
+    rows = [("kernel", "traced", ours.kernel, bare.kernel)]
+    rows.append(("kernel", "rss", ours.kernel, bare.kernel))
+    pairs = enumerate(zip(ours.workers, bare.workers, strict=True))
+    rows += [(f"worker {j}", "rss", o, b) for j, (o, b) in pairs]
+    for title, name, o, b in rows:
+        mine, theirs = o.slope(name), b.slope(name)
+        extra = mine - theirs
+        print(
+            f"  {title:18s} {name:8s} ours {mine:+10.0f}  bare {theirs:+10.0f}  "
+            f"ours-bare {extra:+10.0f} B/compute {extra * ours.per_hour:+14.0f} B/hour"
+        )
+
+
+@contextmanager
+def local_cluster() -> Iterator[Any]:
+    """A ``LocalCluster`` of 2 worker processes (its logs kept short) and its client."""
     import distributed
 
     with (
@@ -211,13 +244,35 @@ def main() -> None:
         ) as cluster,
         distributed.Client(cluster) as client,  # type: ignore[no-untyped-call]
     ):
+        yield client
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=60)
+    parser.add_argument("--every", type=float, default=30, help="seconds between samples")
+    args = parser.parse_args()
+    share = args.minutes * 60 / 4
+    print(f"soak, {args.minutes:g} min in 4 loops, slopes by least squares")
+    run_loop("profile() blocks, threads scheduler", share, args.every, threads_step)
+    with panel():
+        run_loop("panel's per-cell recording, threads", share, args.every, panel_step)
+    with local_cluster() as client:
 
         def cluster_step(i: int) -> None:
             dsk, outs = graph(i, 50)
             with daskprofile.profile(flush=0.05):
                 client.get(dsk, outs)
 
-        run_loop("profile() blocks, LocalCluster", share, args.every, cluster_step, client)
+        ours = run_loop("profile() blocks, LocalCluster", share, args.every, cluster_step, client)
+    with local_cluster() as client:
+
+        def bare_step(i: int) -> None:
+            dsk, outs = graph(i, 50)
+            client.get(dsk, outs)
+
+        bare = run_loop("bare twin, LocalCluster", share, args.every, bare_step, client)
+    report_twin(ours, bare)
 
 
 if __name__ == "__main__":

@@ -440,18 +440,33 @@ def test_soak_threads_profile_blocks_grow_nothing() -> None:
 
 
 class _Tally(CountingComm):
-    """A panel's comm that only counts the runs it saw end (no growing log)."""
+    """A panel's comm that only counts the runs it saw end and the drop notices it got (no
+    growing log)."""
 
     ends = 0
+    notices = 0
 
     def send(self, data: dict[str, Any], buffers: list[bytes] | None = None) -> None:
         self.ends += data.get("type") == "run_end"
+        self.notices += data.get("type") == "dropped"
 
 
-def test_soak_the_panels_per_cell_recording_grows_nothing() -> None:
+@pytest.mark.parametrize(
+    ("rate", "max_queue", "drops"),
+    [
+        pytest.param(1000, 256, False, id="a-panel-keeping-up"),
+        pytest.param(5, 4, True, id="a-slow-panel"),
+    ],
+)
+def test_soak_the_panels_per_cell_recording_grows_nothing(
+    rate: int, max_queue: int, drops: bool
+) -> None:
     """A panel connected (the real comm handlers, a comm that counts what it is sent): 300
     computes recorded by its per-cell recorder and streamed, and every run reaches the
-    panel; nothing grows."""
+    panel; nothing grows. A slow panel (5 messages/s, 4 queued) loses data batches,
+    counted per run: a run's counts go once its end has been sent. (They stayed, ~190 B a
+    run: +189 B/compute over the hour soak, under this soak's noise, and their notices,
+    a token each, starved the outbox while runs ended faster than the rate.)"""
     comm = _Tally()
     meta = {"daskprofile_protocol": dpcomm.PROTOCOL_VERSION}
     kernel = Probe()
@@ -460,25 +475,41 @@ def test_soak_the_panels_per_cell_recording_grows_nothing() -> None:
         dsk, outs = small(i)
         assert tuple(dask.threaded.get(dsk, outs)) == expected(dsk, outs)
 
-    with dask.config.set({"daskprofile.panel.rate": 1000, "daskprofile.panel.tick": "20ms"}):
+    settings = {
+        "daskprofile.panel.rate": rate,
+        "daskprofile.panel.tick": "20ms",
+        "daskprofile.panel.max-queue": max_queue,
+    }
+    with dask.config.set(settings):
         dpcomm._on_open(comm, {"metadata": meta, "content": {"data": {"type": "hello"}}})
         try:
-            for i in range(30):
-                step(-1 - i)
-            wait_for(lambda: comm.ends >= 30)
-            threads, fds = threading.active_count(), psutil.Process().num_fds()
-            with traced():
-                soak(300, 25, step, lambda i: kernel.add(i, kernel_sample(threads, fds)))
-                wait_for(lambda: comm.ends >= 330)
             hub = dpcomm.hub()
             assert hub is not None
-            (conn,) = hub.publisher.connections.values()
+
+            def probe(i: int) -> None:
+                wait_for(lambda: not conn.outbox, timeout=5)  # (at most 4 batches queued)
+                kernel.add(i, kernel_sample(threads, fds))
+
+            with traced():
+                # warm-up, traced: the kept history fills with runs whose memory is traced
+                # (replacing runs made before tracing began looked like growth: ~200 KB
+                # over the first 25 computes, their frees not seen, +300-500 B/compute)
+                for i in range(30):
+                    step(-1 - i)
+                wait_for(lambda: comm.ends >= 30)
+                (conn,) = hub.publisher.connections.values()
+                threads, fds = threading.active_count(), psutil.Process().num_fds()
+                soak(300, 25, step, probe)
+                wait_for(lambda: comm.ends >= 330)
+            wait_for(lambda: not conn.outbox and not conn.dropped_dirty)
             # what the connection keeps per run is for runs still streaming (each ended
             # run's set of sent function sources stayed: ~300 B a run)
             assert len(conn.sources_sent) <= 1, len(conn.sources_sent)
+            assert not conn.dropped, f"drop counts of {len(conn.dropped)} ended runs kept"
         finally:
             comm.close_cb({})
             dpcomm.shutdown()
+    assert (comm.notices > 0) is drops, comm.notices  # a slow panel loses batches, is told
     # the recorder's samplers run on for idle-stop after a compute (2 threads)
     kernel.check("kernel with the panel", per_compute=500, spare=2)
 

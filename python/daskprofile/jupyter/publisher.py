@@ -5,18 +5,18 @@ in the collectors meanwhile, so a busy or slow panel gets bigger batches, not mo
 messages). While a compute hands over batches of task rows, that poll runs in the thread
 that handed them over (:meth:`Publisher.pump`, a drain observer of the scheduler hook): a
 poll gives the GIL up many times (numpy, locks), and done in another thread each of those
-would be a hand-over the computing thread waits for. The sender thread polls when no
-compute did (long tasks, between computes), and it alone calls ``comm.send``: at most
-``rate`` live messages per second per panel, from a bounded outbox per panel (when it is
-full the oldest data batch is dropped and counted, ``dropped``). A panel is sent only the
-messages its protocol version reads (``encode.needs``, ``encode.adapt``: a 1.1 panel gets
-no cluster tables nor spans, and task batches without their span column; a 1.0 one no
-sourced resources either). A 1.3 panel gets a run's ``sources`` (the text of the sampled
-functions) just before the first ``stacks`` message that holds them, each function once
-per run and panel (again after a replay of the run). Requests (keys, export, replay,
-pause) arrive on any thread
-and are handed to the sender thread as jobs. Polls, jobs and sends hold
-``Publisher._work``; a computing thread only ever tries it.
+would be a hand-over the computing thread waits for. The sender thread polls when no compute
+did (long tasks, between computes), and it alone calls ``comm.send``: at most ``rate`` live
+messages per second per panel, from a bounded outbox per panel (when it is full the oldest
+data batch is dropped and counted, ``dropped``: a run's count goes with its end at the
+latest). A panel is sent only the messages its protocol version reads (``encode.needs``,
+``encode.adapt``: a 1.1 panel gets no cluster tables nor spans, and task batches without
+their span column; a 1.0 one no sourced resources either). A 1.3 panel gets a run's
+``sources`` (the text of the sampled functions) just before the first ``stacks`` message
+that holds them, each function once per run and panel (again after a replay of the run).
+Requests (keys, export, replay, pause) arrive on any thread and are handed to the sender
+thread as jobs. Polls, jobs and sends hold ``Publisher._work``; a computing thread only ever
+tries it.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ DROPPABLE = frozenset(
 MAX_KEYS = 10_000
 #: droppable data that costs no token: it rides along with the task rows of its poll
 _RIDE_ALONG = frozenset({"actions", "transfers"})
+#: the messages that open and close a run
+_BOUNDS = frozenset({"run_start", "run_end"})
 #: at most ~4 progress messages per second per run
 PROGRESS_PERIOD = 0.25
 #: shortest time between two polls when a cluster's rows arrive (:meth:`Publisher.nudge`)
@@ -96,7 +98,7 @@ class Connection:
     stale: set[str] = field(default_factory=set)
     #: runs replayed whole at the last greeting (live messages for them are not needed)
     replayed: set[str] = field(default_factory=set)
-    #: per run: [messages, rows] dropped so far for this panel
+    #: per run: [messages, rows] dropped so far for this panel, until its end is sent
     dropped: dict[str | None, list[int]] = field(default_factory=dict)
     #: runs whose counts changed since the last ``dropped`` message
     dropped_dirty: set[str | None] = field(default_factory=set)
@@ -169,6 +171,17 @@ class Connection:
                 return True
         return False
 
+    def settle(self, run: str | None) -> encode.Message | None:
+        """``run``'s end leaves for the panel, the last message queued for it: its counts are
+        final and forgotten. Returns their notice if not sent yet (it goes with the end,
+        free like the end). (Before, every run's counts stayed, ~190 B a run, and notices
+        taking a token each starved the outbox while runs ended faster than the rate.)"""
+        counts = self.dropped.pop(run, None)
+        if counts is None or run not in self.dropped_dirty:
+            return None
+        self.dropped_dirty.discard(run)
+        return encode.dropped(run, *counts)
+
     def refill(self, now: float) -> None:
         self.tokens = min(self.burst, self.tokens + (now - self.refilled) * self.rate)
         self.refilled = now
@@ -193,7 +206,6 @@ class Publisher:
         #: attached, not yet joined by the sender thread
         self.pending: dict[str, Connection] = {}
         self.feeds: dict[str, Feed] = {}
-        self.titles: dict[str, str | None] = {}
         self._jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -293,7 +305,7 @@ class Publisher:
                 conn.replays.append(self._replay(conn, run))
 
     def _replay(self, conn: Connection, run: Run) -> Iterator[encode.Message]:
-        feed = Feed(run, frozen_cursors(run), self.titles.get(_run_id(run), _title(run)))
+        feed = Feed(run, frozen_cursors(run), _title(run))
         for message in feed.replay():
             yield from conn.fit([message])
 
@@ -325,7 +337,6 @@ class Publisher:
             return  # ended before the sender got to it (its end sends it whole), or known
         feed = Feed(run, cursors, _title(run))
         self.feeds[feed.id] = feed
-        self.titles[feed.id] = feed.title
         cursors.listeners.append(self.nudge)
         self._fanout(feed.id, feed.start())
 
@@ -345,8 +356,6 @@ class Publisher:
                 feed.cursors = dataclasses.replace(feed.cursors, processes=kept)
             self._fanout(rid, feed.poll(final=True) + feed.progress() + feed.end())
         self._live_sources.pop(rid, None)
-        if len(self.titles) > 1000:
-            self.titles.pop(next(iter(self.titles)))
 
     def _poll(self) -> None:
         for rid, feed in list(self.feeds.items()):
@@ -470,9 +479,10 @@ class Publisher:
         now = perf_counter()
         conn.refill(now)
         if conn.dropped_dirty and conn.tokens >= 1:
-            # a notice follows its run's start (still queued when the drop was early)
-            starting = {d.get("run") for d, _ in conn.outbox if d.get("type") == "run_start"}
-            for run in sorted(conn.dropped_dirty - starting, key=str):
+            # a notice follows its run's start (still queued when the drop was early); once
+            # the run's end is queued, it goes with that end (settle)
+            queued = {d.get("run") for d, _ in conn.outbox if d.get("type") in _BOUNDS}
+            for run in sorted(conn.dropped_dirty - queued, key=str):
                 if conn.tokens < 1:
                     break
                 conn.dropped_dirty.discard(run)
@@ -482,6 +492,9 @@ class Publisher:
             message = conn.outbox.popleft()
             if conn.reads(message):
                 conn.tokens -= _cost(message)
+                notice = conn.settle(message[0]["run"]) if _ends(message) else None
+                if notice is not None:
+                    self._send(conn, notice)
                 self._send(conn, message)
         self._send_replays(conn)
         if conn.outbox or conn.dropped_dirty:
@@ -495,8 +508,10 @@ class Publisher:
             message = next(conn.replays[0], None)
             if message is None:
                 conn.replays.popleft()
-            else:
-                self._send(conn, message)
+                continue
+            if _ends(message):  # the panel holds the run whole: counts of live drops go
+                conn.settle(message[0]["run"])
+            self._send(conn, message)
 
     def _send(self, conn: Connection, message: encode.Message) -> None:
         fitted = encode.adapt(message, conn.protocol)
@@ -646,6 +661,10 @@ def _cost(message: encode.Message) -> float:
     if data.get("type") not in DROPPABLE or data.get("type") in _RIDE_ALONG:
         return 0.0
     return 1.0 if data.get("source") is None else 0.0
+
+
+def _ends(message: encode.Message) -> bool:
+    return message[0].get("type") == "run_end"
 
 
 def _run_id(run: Run) -> str:
