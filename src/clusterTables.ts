@@ -9,7 +9,7 @@
 
 import { Column } from './columns';
 import { formatBytes, formatCount, formatDuration } from './format';
-import { LaneIndex } from './lod';
+import { LaneIndex, lowerBound } from './lod';
 import {
   ACTION_KINDS,
   IActionsMessage,
@@ -121,9 +121,9 @@ export class ActionTable extends Extent {
       }
       const s = this.start.data[r];
       const e = Math.max(s, this.stop.data[r]);
-      lane.push(r, s, e);
-      this.add(s, e);
       const code = this.action.data[r];
+      lane.push(r, s, e, code);
+      this.add(s, e);
       while (this.counts.length <= code) {
         this.counts.push(0);
       }
@@ -256,6 +256,141 @@ export const NO_TYPE = 0xffff;
 /** Name shown for a type of data not known. */
 export const UNKNOWN_TYPE = '(unknown)';
 
+/** Transfers per block of MovedIndex's latest stops. */
+const MOVED_BLOCK = 64;
+
+/**
+ * The bytes the transfers of known size moved up to any time, so that a bandwidth bin
+ * costs O(log n) instead of a pass over every transfer on every frame: the transfers
+ * sorted by start, prefix sums of their bytes, and each block's latest stop (to find the
+ * transfers under way at a time). Kept up to date as rows come: a batch is sorted and
+ * merged in where it starts (near the end, in a live run).
+ */
+export class MovedIndex {
+  constructor() {
+    this.prefix.push(0);
+  }
+
+  readonly starts = new Column(Float64Array);
+  readonly stops = new Column(Float64Array);
+  readonly bytes = new Column(Float64Array);
+  /** Bytes of the transfers before each index (length + 1 entries). */
+  readonly prefix = new Column(Float64Array);
+  /** Latest stop in each block of MOVED_BLOCK transfers. */
+  readonly blockStop = new Column(Float64Array);
+  /** Longest transfer: how long before a time a transfer under way then started. */
+  maxDuration = 0;
+
+  get length(): number {
+    return this.starts.length;
+  }
+
+  /** Merge transfers in (any order); those of unknown or no size are left out. */
+  add(
+    starts: ArrayLike<number>,
+    stops: ArrayLike<number>,
+    bytes: ArrayLike<number>
+  ): void {
+    const fresh: number[] = [];
+    for (let i = 0; i < starts.length; i++) {
+      if (bytes[i] > 0 && Number.isFinite(bytes[i])) {
+        fresh.push(i);
+      }
+    }
+    if (fresh.length === 0) {
+      return;
+    }
+    fresh.sort((a, b) => starts[a] - starts[b] || a - b);
+    const n = this.length;
+    const at = lowerBound(this.starts.data, n, starts[fresh[0]]);
+    // the rows from `at` on and the fresh ones, merged by start (older rows first)
+    const S = this.starts.data;
+    const E = this.stops.data;
+    const B = this.bytes.data;
+    const m = n - at + fresh.length;
+    const ms = new Float64Array(m);
+    const me = new Float64Array(m);
+    const mb = new Float64Array(m);
+    let i = at;
+    let j = 0;
+    for (let k = 0; k < m; k++) {
+      if (j >= fresh.length || (i < n && S[i] <= starts[fresh[j]])) {
+        ms[k] = S[i];
+        me[k] = E[i];
+        mb[k] = B[i++];
+      } else {
+        const r = fresh[j++];
+        ms[k] = starts[r];
+        me[k] = Math.max(starts[r], stops[r]);
+        mb[k] = bytes[r];
+      }
+    }
+    for (const [col, merged] of [
+      [this.starts, ms],
+      [this.stops, me],
+      [this.bytes, mb]
+    ] as const) {
+      col.truncate(at);
+      col.append(merged);
+    }
+    this._reindex(at);
+  }
+
+  /**
+   * Bytes moved by time `t`: those of the transfers that started before it, less what
+   * the ones under way at `t` had left (a transfer's bytes spread evenly over it; one of
+   * no duration counts from just after its start).
+   */
+  movedBy(t: number): number {
+    const S = this.starts.data;
+    const E = this.stops.data;
+    const B = this.bytes.data;
+    const latest = this.blockStop.data;
+    const j = lowerBound(S, this.length, t);
+    let moved = this.prefix.data[j];
+    for (let block = Math.floor((j - 1) / MOVED_BLOCK); block >= 0; block--) {
+      const first = block * MOVED_BLOCK;
+      const last = Math.min(j, first + MOVED_BLOCK) - 1;
+      if (S[last] + this.maxDuration <= t) {
+        break; // the transfers of this block and of those before it ended by t
+      }
+      if (latest[block] <= t) {
+        continue;
+      }
+      for (let r = last; r >= first; r--) {
+        if (E[r] > t) {
+          moved -= (B[r] * (E[r] - t)) / (E[r] - S[r]);
+        }
+      }
+    }
+    return moved;
+  }
+
+  /** Prefix sums and latest stops from index `from` on. */
+  private _reindex(from: number): void {
+    const n = this.length;
+    const S = this.starts.data;
+    const E = this.stops.data;
+    const B = this.bytes.data;
+    const prefix = this.prefix;
+    prefix.truncate(from + 1);
+    for (let i = from; i < n; i++) {
+      prefix.push(prefix.data[i] + B[i]);
+      this.maxDuration = Math.max(this.maxDuration, E[i] - S[i]);
+    }
+    const firstBlock = Math.floor(from / MOVED_BLOCK);
+    this.blockStop.truncate(firstBlock);
+    for (let block = firstBlock; block * MOVED_BLOCK < n; block++) {
+      let latest = -Infinity;
+      const end = Math.min(n, (block + 1) * MOVED_BLOCK);
+      for (let i = block * MOVED_BLOCK; i < end; i++) {
+        latest = Math.max(latest, E[i]);
+      }
+      this.blockStop.push(latest);
+    }
+  }
+}
+
 /** The transfer logs: the incoming rows only (each transfer counted once). */
 export class TransferTable extends Extent {
   /** Worker addresses; `source` and `destination` index this list. */
@@ -276,6 +411,8 @@ export class TransferTable extends Extent {
   totalBytes = 0;
   /** Outgoing rows received (not kept: the incoming row counts the transfer). */
   outgoing = 0;
+  /** The incoming rows by start, for bandwidth over any window (see MovedIndex). */
+  readonly moved = new MovedIndex();
 
   get length(): number {
     return this.start.length;
@@ -294,6 +431,7 @@ export class TransferTable extends Extent {
   append(msg: ITransfersMessage): void {
     this.addresses.push(...msg.addresses);
     this.types.push(...msg.types);
+    const first = this.length;
     for (let i = 0; i < msg.n; i++) {
       if (msg.incoming[i] !== 1) {
         this.outgoing++;
@@ -314,13 +452,20 @@ export class TransferTable extends Extent {
         this.totalBytes += b;
       }
     }
+    const n = this.length;
+    this.moved.add(
+      this.start.data.subarray(first, n),
+      this.stop.data.subarray(first, n),
+      this.bytes.data.subarray(first, n)
+    );
   }
 }
 
 /**
  * Bandwidth over [v0, v1] in `bins` equal bins: bytes per second of the incoming
  * transfers, each transfer's bytes spread evenly over its duration (an instantaneous one
- * lands in the bin of its start). Transfers of unknown size count for nothing.
+ * lands in the bin of its start). Transfers of unknown size count for nothing. Each bin
+ * is the difference of the bytes moved by its ends (`table.moved`): O(bins log n).
  */
 export function bandwidth(
   table: TransferTable,
@@ -333,36 +478,12 @@ export function bandwidth(
     return out;
   }
   const width = (v1 - v0) / bins;
-  const starts = table.start.data;
-  const stops = table.stop.data;
-  const bytes = table.bytes.data;
-  const bin = (t: number) => Math.floor((t - v0) / width);
-  for (let i = 0; i < table.length; i++) {
-    const b = bytes[i];
-    const s = starts[i];
-    const e = stops[i];
-    if (!(b > 0) || e < v0 || s >= v1) {
-      continue;
-    }
-    if (!(e > s)) {
-      const k = bin(s);
-      if (k >= 0 && k < bins) {
-        out[k] += b;
-      }
-      continue;
-    }
-    const rate = b / (e - s);
-    const last = Math.min(bins - 1, bin(e));
-    for (let k = Math.max(0, bin(s)); k <= last; k++) {
-      const lo = Math.max(s, v0 + k * width);
-      const hi = Math.min(e, v0 + (k + 1) * width);
-      if (hi > lo) {
-        out[k] += rate * (hi - lo);
-      }
-    }
-  }
+  const moved = table.moved;
+  let before = moved.movedBy(v0);
   for (let k = 0; k < bins; k++) {
-    out[k] /= width;
+    const after = moved.movedBy(k === bins - 1 ? v1 : v0 + (k + 1) * width);
+    out[k] = Math.max(0, after - before) / width; // (no rounding below 0)
+    before = after;
   }
   return out;
 }

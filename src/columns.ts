@@ -78,6 +78,11 @@ export class Column<T extends TypedArray> {
     this._length = 0;
   }
 
+  /** Keep the first `length` rows only (no-op when there are no more). */
+  truncate(length: number): void {
+    this._length = Math.max(0, Math.min(this._length, length));
+  }
+
   private _ctor: ITypedCtor<T>;
   private _data: T;
   private _length = 0;

@@ -157,6 +157,28 @@ export function layoutLanes(workers: Iterable<ILaneWorker>): ILaneLayout {
   return { order, labels, index, groups };
 }
 
+/**
+ * The layout of the last workers asked for, laid out again only when they change (a new
+ * lane, or a worker named anew: a new object): sorting hundreds of cluster lanes by
+ * address on every frame of a pan costs more than drawing them.
+ */
+export class LaneLayoutCache {
+  get(workers: readonly ILaneWorker[]): ILaneLayout {
+    const same =
+      this._layout !== null &&
+      workers.length === this._workers.length &&
+      workers.every((w, i) => w === this._workers[i]);
+    if (!same || this._layout === null) {
+      this._workers = workers.slice();
+      this._layout = layoutLanes(workers);
+    }
+    return this._layout;
+  }
+
+  private _workers: ILaneWorker[] = [];
+  private _layout: ILaneLayout | null = null;
+}
+
 /** Where the lanes are, in CSS pixels from the top of the plot. */
 export interface ILaneGeometry {
   /** Top of each lane. */

@@ -32,6 +32,12 @@ export class LaneIndex {
   readonly rows = new Column(Int32Array);
   readonly starts = new Column(Float64Array);
   readonly stops = new Column(Float64Array);
+  /**
+   * The colour index of each task (its group, an action's kind), beside it: a frame reads
+   * it once per pixel column, where the run's own column (rows of a lane far apart in it)
+   * would cost a cache miss each.
+   */
+  readonly groups = new Column(Uint16Array);
   /** Sum of the durations of the tasks before each index (length + 1 entries). */
   readonly cumulative = new Column(Float64Array);
   /** Longest task in each block of BLOCK tasks (for aggregated columns). */
@@ -46,7 +52,7 @@ export class LaneIndex {
     return this._maxDuration;
   }
 
-  push(row: number, start: number, stop: number): void {
+  push(row: number, start: number, stop: number, group = 0): void {
     if (
       this.starts.length > 0 &&
       start < this.starts.data[this.starts.length - 1]
@@ -56,6 +62,7 @@ export class LaneIndex {
     this.rows.push(row);
     this.starts.push(start);
     this.stops.push(stop);
+    this.groups.push(group);
     this._index(this.length - 1);
   }
 
@@ -101,11 +108,13 @@ export class LaneIndex {
     const rows = this.rows.data.slice(0, n);
     const s = starts.slice(0, n);
     const e = this.stops.data.slice(0, n);
+    const g = this.groups.data.slice(0, n);
     for (let i = 0; i < n; i++) {
       const j = order[i];
       this.rows.data[i] = rows[j];
       this.starts.data[i] = s[j];
       this.stops.data[i] = e[j];
+      this.groups.data[i] = g[j];
     }
     this.cumulative.clear();
     this.blockMax.clear();
@@ -222,15 +231,51 @@ function coverageLevel(coverage: number): number {
 }
 
 /**
+ * Close the merged pixel column `col` of a lane: extend the run at `runIndex` (the lane's
+ * last merged run, -1: none) when it ends at `col` with the same colour and opacity, else
+ * append a new one. Returns the index of the run the column went to.
+ */
+function flushColumn(
+  out: RectBuffer,
+  laneIndex: number,
+  col: number,
+  cover: number,
+  group: number,
+  row: number,
+  runIndex: number
+): number {
+  const level = coverageLevel(cover);
+  if (
+    runIndex >= 0 &&
+    runIndex === out.length - 1 &&
+    out.x1[runIndex] === col &&
+    out.group[runIndex] === group &&
+    out.level[runIndex] === level
+  ) {
+    out.x1[runIndex] = col + 1;
+    out.row[runIndex] = -1;
+    return runIndex;
+  }
+  out.push(col, col + 1, laneIndex, group, level, row);
+  return out.length - 1;
+}
+
+/**
  * Append the rectangles of lane `laneIndex` visible in the time window [v0, v1] drawn
- * `width` pixels wide. Tasks at least a pixel wide are drawn as they are; narrower ones
- * are merged per pixel column (coloured by the widest task in the column, opacity by the
- * covered fraction), and adjacent columns of the same colour and opacity into one run.
+ * `width` pixels wide, coloured by `groupOfRow[row]` (null: by the lane's own `groups`).
+ * Tasks at least a pixel wide are drawn as they are; narrower ones are merged per pixel
+ * column (coloured by the widest task in the column, opacity by the covered fraction),
+ * and adjacent columns of the same colour and opacity into one run.
+ *
+ * With hundreds of lanes of sub-pixel tasks the loop runs for every task on screen, up
+ * to a million times a frame: its state is in locals (not in variables a closure
+ * captures), and a column's colour is looked up once, when it is closed, in the lane's
+ * own groups (a lane's rows are far apart in the run's group column: a cache miss each).
  */
 export function laneRects(
   lane: LaneIndex,
   laneIndex: number,
-  groupOfRow: ArrayLike<number>,
+  groupOfRow: ArrayLike<number> | null,
   v0: number,
   v1: number,
   width: number,
@@ -244,44 +289,20 @@ export function laneRects(
   const starts = lane.starts.data;
   const stops = lane.stops.data;
   const rows = lane.rows.data;
+  const groups = lane.groups.data;
+  const cumulative = lane.cumulative.data;
+  const groupAt = (i: number): number =>
+    groupOfRow === null ? groups[i] : groupOfRow[rows[i]];
+  // the pixel column being merged (-1: none), where it ends, and what it holds so far:
+  // covered pixels, the widest task (its index in the lane) and how many tasks
   let col = -1;
+  let colEnd = 0;
   let cover = 0;
   let best = -1;
-  let bestGroup = 0;
-  let bestRow = -1;
+  let bestAt = -1;
   let tasksInCol = 0;
   // the last merged run, extendable while colour and opacity stay the same
   let runIndex = -1;
-
-  const flush = () => {
-    if (col < 0) {
-      return;
-    }
-    const level = coverageLevel(cover);
-    if (
-      runIndex >= 0 &&
-      runIndex === out.length - 1 &&
-      out.x1[runIndex] === col &&
-      out.group[runIndex] === bestGroup &&
-      out.level[runIndex] === level
-    ) {
-      out.x1[runIndex] = col + 1;
-      out.row[runIndex] = -1;
-    } else {
-      out.push(
-        col,
-        col + 1,
-        laneIndex,
-        bestGroup,
-        level,
-        tasksInCol === 1 ? bestRow : -1
-      );
-      runIndex = out.length - 1;
-    }
-    col = -1;
-  };
-
-  const cumulative = lane.cumulative.data;
   let visited = 0;
   let i = lane.firstVisible(v0);
   while (i < n) {
@@ -297,43 +318,50 @@ export function laneRects(
     }
     const x0 = (s - v0) * k;
     const x1 = (e - v0) * k;
-    const row = rows[i];
     if (x1 - x0 >= 1) {
-      flush();
+      if (col >= 0) {
+        const row = tasksInCol === 1 ? rows[bestAt] : -1;
+        flushColumn(out, laneIndex, col, cover, groupAt(bestAt), row, runIndex);
+        col = -1;
+      }
       runIndex = -1;
       // snapped to whole pixels: no anti-aliasing work for the rasteriser
       const a = Math.max(-1, Math.round(x0));
-      out.push(
-        a,
-        Math.max(a + 1, Math.min(width + 1, Math.round(x1))),
-        laneIndex,
-        groupOfRow[row],
-        3,
-        row
-      );
+      const b = Math.max(a + 1, Math.min(width + 1, Math.round(x1)));
+      out.push(a, b, laneIndex, groupAt(i), 3, rows[i]);
       i++;
       continue;
     }
     const c = Math.min(width - 1, Math.max(0, Math.floor(x0)));
     if (c !== col) {
-      flush();
+      if (col >= 0) {
+        const row = tasksInCol === 1 ? rows[bestAt] : -1;
+        runIndex = flushColumn(
+          out,
+          laneIndex,
+          col,
+          cover,
+          groupAt(bestAt),
+          row,
+          runIndex
+        );
+      }
       col = c;
+      colEnd = v0 + (c + 1) / k;
       cover = 0;
       best = -1;
       tasksInCol = 0;
     }
     // a dense column: sum its tasks (prefix sums) instead of visiting them one by one,
     // unless one of them is wide enough to be drawn on its own
-    if (i + DENSE < n && starts[i + DENSE] < v0 + (c + 1) / k) {
-      const j = lowerBound(starts, n, v0 + (c + 1) / k, i + DENSE);
+    if (i + DENSE < n && starts[i + DENSE] < colEnd) {
+      const j = lowerBound(starts, n, colEnd, i + DENSE);
       if (lane.maxDurationIn(i, j) * k < 1) {
         cover += (cumulative[j] - cumulative[i]) * k;
         tasksInCol += j - i;
-        const mid = rows[(i + j) >>> 1];
         if (best < 0.5) {
           best = 0.5;
-          bestGroup = groupOfRow[mid];
-          bestRow = mid;
+          bestAt = (i + j) >>> 1;
         }
         i = j;
         continue;
@@ -344,12 +372,14 @@ export function laneRects(
     tasksInCol++;
     if (w > best) {
       best = w;
-      bestGroup = groupOfRow[row];
-      bestRow = row;
+      bestAt = i;
     }
     i++;
   }
-  flush();
+  if (col >= 0) {
+    const row = tasksInCol === 1 ? rows[bestAt] : -1;
+    flushColumn(out, laneIndex, col, cover, groupAt(bestAt), row, runIndex);
+  }
   out.visited += visited;
 }
 

@@ -898,7 +898,7 @@ export class ProfileModel {
       }
       const s = starts[r];
       const e = stops[r];
-      lane!.push(r, s, e);
+      lane!.push(r, s, e, run.taskGroup.data[r]);
       const lo = Math.min(s, submits[r]);
       if (lo < run.tMin) {
         run.tMin = lo;

@@ -502,3 +502,87 @@ describe('cluster tables: re-runs and bandwidth per pair', () => {
     assert.deepEqual(pairBandwidth(new TransferTable()), []);
   });
 });
+
+describe('bandwidth from the bytes moved by each time', () => {
+  /** Bandwidth the direct way: every transfer's bytes spread over the bins it overlaps. */
+  function direct(
+    t: TransferTable,
+    v0: number,
+    v1: number,
+    bins: number
+  ): number[] {
+    const out = new Array(bins).fill(0);
+    const width = (v1 - v0) / bins;
+    for (let i = 0; i < t.length; i++) {
+      const [s, e, b] = [t.start.data[i], t.stop.data[i], t.bytes.data[i]];
+      if (!(b > 0) || e < v0 || s >= v1) {
+        continue;
+      }
+      for (let k = 0; k < bins; k++) {
+        const lo = v0 + k * width;
+        const hi = lo + width;
+        if (e > s) {
+          out[k] +=
+            (b * Math.max(0, Math.min(e, hi) - Math.max(s, lo))) / (e - s);
+        } else if (s >= lo && s < hi) {
+          out[k] += b;
+        }
+      }
+    }
+    return out.map(x => x / width);
+  }
+
+  it('matches a pass over every transfer, rows arriving out of order', () => {
+    let seed = 11;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const rows: {
+      start: number;
+      stop: number;
+      bytes: number;
+      incoming: number;
+    }[] = [];
+    for (let i = 0; i < 3000; i++) {
+      const start = 100 * rand();
+      const long = i % 400 === 0;
+      const duration = i % 7 === 0 ? 0 : long ? 30 * rand() : 0.05 * rand();
+      const bytes = i % 50 === 0 ? NaN : i % 97 === 0 ? 0 : 1e6 * rand();
+      rows.push({
+        start,
+        stop: start + duration,
+        bytes,
+        incoming: i % 5 === 0 ? 0 : 1
+      });
+    }
+    // batches in no order of time, like the logs of several workers
+    const t = new TransferTable();
+    for (let b = 0; b < rows.length; b += 250) {
+      t.append(
+        decoded<ITransfersMessage>(
+          transfersMessage(1, [], rows.slice(b, b + 250), 50)
+        )
+      );
+    }
+    const starts = t.moved.starts.view();
+    assert.ok(starts.every((s, i) => i === 0 || starts[i - 1] <= s));
+    assert.ok(t.moved.length > 2000 && t.moved.length < t.length);
+    for (const [v0, v1, bins] of [
+      [0, 100, 50],
+      [-10, 140, 7],
+      [20.5, 20.9, 50],
+      [60, 61, 3]
+    ]) {
+      const fast = Array.from(bandwidth(t, v0, v1, bins));
+      const slow = direct(t, v0, v1, bins);
+      const scale = Math.max(1, ...slow);
+      fast.forEach((x, k) =>
+        assert.ok(
+          Math.abs(x - slow[k]) <= 1e-9 * scale,
+          `${v0}..${v1} bin ${k}: ${x} vs ${slow[k]}`
+        )
+      );
+    }
+  });
+});

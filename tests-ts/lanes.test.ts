@@ -7,6 +7,7 @@ import {
   KERNEL_GROUP,
   laneAt,
   laneGeometry,
+  LaneLayoutCache,
   layoutHeight,
   layoutLanes,
   MIN_LANE_WITH_HEADERS,
@@ -237,5 +238,32 @@ describe('lanes: geometry and hit testing', () => {
     const g = laneGeometry(layoutLanes([]), 100, 14);
     assert.equal(g.tops.length, 0);
     assert.equal(laneAt(g, 10), -1);
+  });
+});
+
+describe('LaneLayoutCache', () => {
+  it('lays lanes out again only when the workers change', () => {
+    const cache = new LaneLayoutCache();
+    const list = workers(
+      W('tcp://b:1', 0),
+      W('tcp://a:1', 1),
+      W('tcp://a:1', 0)
+    );
+    const first = cache.get(list);
+    assert.deepEqual(first.order, [2, 1, 0]);
+    // the same workers (a new array of the same objects): the same layout, not re-sorted
+    assert.equal(cache.get([...list]), first);
+    // a worker named anew (the model replaces its object): laid out again
+    const renamed = [...list];
+    renamed[0] = { id: 0, label: 'tcp://0:1 thread 0', kind: 'worker' };
+    const second = cache.get(renamed);
+    assert.notEqual(second, first);
+    assert.deepEqual(second.order, [0, 2, 1]);
+    // a new lane: laid out again
+    const more = [
+      ...renamed,
+      { id: 3, label: 'tcp://a:1 thread 2', kind: 'worker' }
+    ];
+    assert.deepEqual(cache.get(more).order, [0, 2, 1, 3]);
   });
 });

@@ -228,3 +228,66 @@ describe('lod: pixels', () => {
     assert.equal(packPixel(1, 2, 3), 0xff030201);
   });
 });
+
+describe("lod: the lane's own groups", () => {
+  /** A deterministic lane: sub-pixel, dense and wide tasks, pushed partly out of order. */
+  function mixed(): { lane: LaneIndex; groups: Uint16Array } {
+    const n = 5000;
+    const groups = new Uint16Array(n);
+    const tasks: [number, number][] = [];
+    let seed = 7;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    let t = 0;
+    for (let r = 0; r < n; r++) {
+      const d = r % 500 === 0 ? 2 : rand() < 0.3 ? 0.0001 : 0.02 * rand();
+      tasks.push([t, t + d]);
+      groups[r] = Math.floor(rand() * 9);
+      t += rand() < 0.1 ? 0 : 0.01 * rand();
+    }
+    const lane = new LaneIndex();
+    // later rows first for a while: the lane sorts itself (and their groups) again
+    const order = Array.from({ length: n }, (_, r) => r);
+    order.splice(100, 200, ...order.slice(100, 300).reverse());
+    for (const r of order) {
+      lane.push(r, tasks[r][0], tasks[r][1], groups[r]);
+    }
+    return { lane, groups };
+  }
+
+  function rects(out: RectBuffer): number[][] {
+    return Array.from({ length: out.length }, (_, i) => [
+      out.x0[i],
+      out.x1[i],
+      out.lane[i],
+      out.group[i],
+      out.level[i],
+      out.row[i]
+    ]);
+  }
+
+  it("colours by the groups the lane holds as by the run's group column", () => {
+    const { lane, groups } = mixed();
+    const [lo, hi] = [lane.starts.data[0], lane.stops.data[lane.length - 1]];
+    for (const [a, b, width] of [
+      [lo, hi, 300],
+      [lo, hi, 1000],
+      [lo + (hi - lo) * 0.4, lo + (hi - lo) * 0.45, 800],
+      [lo + 1, lo + 1.2, 50]
+    ]) {
+      const own = new RectBuffer();
+      const byRow = new RectBuffer();
+      laneRects(lane, 2, null, a, b, width, own);
+      laneRects(lane, 2, groups, a, b, width, byRow);
+      assert.ok(own.length > 0);
+      assert.deepEqual(rects(own), rects(byRow));
+      assert.equal(own.visited, byRow.visited);
+    }
+    // the re-sorted lane keeps each task's group beside it
+    for (let i = 0; i < lane.length; i++) {
+      assert.equal(lane.groups.data[i], groups[lane.rows.data[i]]);
+    }
+  });
+});

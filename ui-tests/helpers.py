@@ -485,3 +485,134 @@ def hover_task(page: Any, root: str, text: str = "key") -> str:
             if tooltip.is_visible() and text in tooltip.inner_text():
                 return str(tooltip.inner_text())
     raise AssertionError(f"no task tooltip with {text!r} anywhere on the task stream")
+
+
+# A synthetic cluster run, shaped as a 1.2/1.3 kernel sends one: W workers x T threads
+# (lanes `<address> thread <t>`, grouped per worker), tasks in time order across the lanes
+# (batches of `batch` rows), and the cluster tables the kernel records beside them: actions
+# (a transfer of inputs before ~`transferShare` of the tasks, a few spills to and reads
+# from disk, deserializations), the workers' transfer logs (each transfer logged by both
+# ends), each worker's memory and resources every 0.2 s, the workers' list.
+SYNTHETIC_CLUSTER_RUN_JS = """
+async ({run, n, workers, threads, groups, batch, duration, gap, transferShare}) => {
+  const hook = window.daskprofileTestHook;
+  const send = (data, buffers) => { if (!hook.receive(data, buffers || [])) throw new Error('rejected ' + data.type); };
+  send({type: 'run_start', run, t0: 100.0, wall0: Date.now() / 1000, options: {tasks: true}, title: 'synthetic cluster'});
+  const stems = ['random_sample', 'transpose', 'rechunk-split', 'rechunk-merge', 'add', 'sum-chunk', 'sum-partial', 'sum-aggregate', 'getitem', 'mul', 'astype', 'concatenate'];
+  const names = Array.from({length: groups}, (_, i) => stems[i % stems.length] + (i >= stems.length ? '-' + i : ''));
+  send({type: 'groups', run, ids: names.map((_, i) => i), names, colors: names.map(() => '')});
+  const addresses = Array.from({length: workers}, (_, i) => 'tcp://10.0.' + Math.floor(i / 200) + '.' + (i % 200 + 10) + ':' + (40000 + i));
+  const lanes = workers * threads;
+  send({type: 'workers', run, ids: Array.from({length: lanes}, (_, i) => i),
+        labels: Array.from({length: lanes}, (_, i) => addresses[Math.floor(i / threads)] + ' thread ' + (i % threads)),
+        kinds: Array(lanes).fill('worker')});
+  const hash = r => ((r * 2654435761) >>> 0) % 1000;
+  const step = duration + gap;
+  const phase = l => (((l * 7919) >>> 0) % 1000) / 1000 * step;
+  const finished = new Array(groups).fill(0), erred = new Array(groups).fill(0);
+  const counts = {tasks: 0, actions: 0, transfers: 0, memory: 0, resources: 0};
+  let first = 0, actionFirst = 0, addressesSent = false;
+  for (let row = 0; row < n; ) {
+    const m = Math.min(batch, n - row);
+    const base = Math.floor(row / lanes) * step;
+    const g = new Uint16Array(m), w = new Uint16Array(m), st = new Uint8Array(m);
+    const sub = new Float32Array(m), s = new Float32Array(m), e = new Float32Array(m);
+    const act = {w: [], k: [], g: [], s: [], e: [], b: []};
+    const xfer = {s: [], e: [], src: [], dst: [], b: [], inc: [], ty: []};
+    for (let j = 0; j < m; j++) {
+      const r = row + j, lane = r % lanes, k = Math.floor(r / lanes), h = hash(r);
+      const start = phase(lane) + k * step - base;
+      const stop = start + duration * (0.3 + 0.7 * h / 1000);
+      w[j] = lane; g[j] = (k + lane) % groups; st[j] = r % 997 === 0 ? 1 : 0;
+      finished[g[j]] += 1; erred[g[j]] += st[j];
+      sub[j] = start - gap * (h % 7) / 7; s[j] = start; e[j] = stop;
+      const worker = Math.floor(lane / threads);
+      const action = (code, a, b, bytes) => {
+        act.w.push(lane); act.k.push(code); act.g.push(g[j]); act.s.push(a); act.e.push(b); act.b.push(bytes);
+      };
+      if (h < transferShare * 1000) {
+        const a = start - gap * 0.9, b = start - gap * 0.15, bytes = 1e5 + h * 8e3;
+        const peer = (worker + 1 + h % (workers - 1)) % workers;
+        action(0, a, b, bytes);
+        for (const inc of [1, 0]) {
+          xfer.s.push(a); xfer.e.push(b); xfer.src.push(peer); xfer.dst.push(worker);
+          xfer.b.push(bytes); xfer.inc.push(inc); xfer.ty.push(h % 5 === 0 ? 1 : 0);
+        }
+      } else if (h < transferShare * 1000 + 10) {
+        action(1, start - gap * 0.8, start - gap * 0.2, 4e6);  // read back from disk
+      }
+      if (h % 50 === 7) action(2, stop, stop + gap * 0.5, 4e6);  // spilled right after
+      if (h % 40 === 3) action(3, start - gap * 0.1, start, NaN);  // deserialized
+    }
+    send({type: 'tasks', run, n: m, base, first, columns: ['group', 'worker', 'status', 'submit', 'start', 'stop']},
+         [g.buffer, w.buffer, st.buffer, sub.buffer, s.buffer, e.buffer]);
+    const na = act.w.length;
+    send({type: 'actions', run, n: na, base, first: actionFirst, columns: ['worker', 'action', 'group', 'start', 'stop', 'bytes']},
+         [new Uint16Array(act.w).buffer, new Uint8Array(act.k).buffer, new Uint16Array(act.g).buffer,
+          new Float32Array(act.s).buffer, new Float32Array(act.e).buffer, new Float64Array(act.b).buffer]);
+    const nt = xfer.s.length;
+    send({type: 'transfers', run, n: nt, base, addresses: addressesSent ? [] : addresses,
+          types: addressesSent ? [] : ['numpy.ndarray', 'pandas.core.frame.DataFrame'],
+          columns: ['start', 'stop', 'source', 'destination', 'bytes', 'incoming', 'type']},
+         [new Float32Array(xfer.s).buffer, new Float32Array(xfer.e).buffer, new Uint16Array(xfer.src).buffer,
+          new Uint16Array(xfer.dst).buffer, new Float64Array(xfer.b).buffer, new Uint8Array(xfer.inc).buffer,
+          new Uint16Array(xfer.ty).buffer]);
+    addressesSent = true;
+    first += m; actionFirst += na; row += m;
+    counts.tasks += m; counts.actions += na; counts.transfers += nt;
+  }
+  const span = Math.ceil(n / lanes) * step + step;
+  const ns = Math.floor(span / 0.2) + 1;
+  for (let i = 0; i < workers; i++) {
+    const time = new Float32Array(ns), cpu = new Float32Array(ns), rss = new Float64Array(ns), procs = new Uint16Array(ns);
+    const managed = new Float64Array(ns), unmanaged = new Float64Array(ns), spilled = new Float64Array(ns);
+    for (let k = 0; k < ns; k++) {
+      const t = k * 0.2, wave = Math.abs(Math.sin(t / 7 + i));
+      time[k] = t; cpu[k] = 80 + 300 * wave; procs[k] = 1;
+      managed[k] = 5e8 + 1.5e9 * wave; unmanaged[k] = 3e8 + 5e7 * Math.sin(t + i);
+      spilled[k] = wave > 0.9 ? 4e8 * (wave - 0.9) * 10 : 0;
+      rss[k] = managed[k] + unmanaged[k];
+    }
+    send({type: 'memory', run, n: ns, base: 0, source: addresses[i], limit: 4e9, columns: ['time', 'managed', 'unmanaged', 'spilled']},
+         [time.buffer.slice(0), managed.buffer, unmanaged.buffer, spilled.buffer]);
+    send({type: 'resources', run, n: ns, base: 0, source: addresses[i], columns: ['time', 'cpu', 'memory', 'processes']},
+         [time.buffer, cpu.buffer, rss.buffer, procs.buffer]);
+    counts.memory += ns; counts.resources += ns;
+  }
+  send({type: 'cluster_workers', run, workers: addresses.map((address, i) => (
+    {address, name: String(i), host: address.split('//')[1].split(':')[0], threads, memory_limit: 4e9, joined: null, left: null, reason: null}))});
+  send({type: 'progress', run, groups: names.map((_, i) => i), total: finished, done: finished, erred});
+  send({type: 'run_end', run, summary: {wall_time: span}, dropped: {tasks: 0}, errors: []});
+  return {span, ...counts};
+}
+"""
+
+
+def synthetic_cluster_run(
+    page: Any,
+    run: str = "cluster",
+    n: int = 1_000_000,
+    workers: int = 64,
+    threads: int = 4,
+    groups: int = 12,
+    batch: int = 50_000,
+    duration: float = 0.02,
+    gap: float = 0.008,
+    transfer_share: float = 0.3,
+) -> dict[str, Any]:
+    """Feed a synthetic cluster run (tasks, actions, transfers, memory, resources per worker)
+    into the panel's model (needs ``enable_test_hook``); returns its span and row counts."""
+    return page.evaluate(
+        SYNTHETIC_CLUSTER_RUN_JS,
+        {
+            "run": run,
+            "n": n,
+            "workers": workers,
+            "threads": threads,
+            "groups": groups,
+            "batch": batch,
+            "duration": duration,
+            "gap": gap,
+            "transferShare": transfer_share,
+        },
+    )

@@ -1,5 +1,7 @@
-"""Browser benchmark: 1,000,000 synthetic tasks in the panel's model, pan/zoom frame times
-in Chromium. Prints figures; asserts only a loose bound (the target is <= 33 ms/frame)."""
+"""Browser benchmarks: 1,000,000 synthetic tasks in the panel's model, pan/zoom frame times
+in Chromium, for a local run (8 lanes) and a cluster run (64 workers x 4 threads, with
+actions, transfers, memory and resources per worker). Print figures; assert only loose
+bounds (the target is a whole-frame p95 <= 33 ms)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from helpers import (
     enable_test_hook,
     open_notebook_in_workspace,
     open_panel,
+    synthetic_cluster_run,
     synthetic_run,
     wait_data,
     wait_status,
@@ -30,7 +33,7 @@ async () => {
     return {median: s[Math.floor(s.length / 2)], p95: s[Math.floor(s.length * 0.95)], max: s[s.length - 1], n: s.length};
   };
   // 1. draw cost of the task stream alone, synchronous, over a zoom sweep and pans
-  let draw = [], rects = [], visited = [];
+  let draw = [], rects = [], visited = [], actions = [];
   let cold = null;
   const windows = [];
   for (let z = 0; z <= 40; z++) {
@@ -42,7 +45,7 @@ async () => {
     windows.push([lo + p * span / 40, lo + p * span / 40 + w]);
   }
   for (let pass = 0; pass < 2; pass++) {
-  if (pass === 1) { cold = stats(draw); draw = []; rects = []; visited = []; }
+  if (pass === 1) { cold = stats(draw); draw = []; rects = []; visited = []; actions = []; }
   for (const [a, b] of windows) {
     vp.zoom((a + b) / 2, 1); // leave auto mode
     const cur = vp.end - vp.start;
@@ -53,12 +56,16 @@ async () => {
     draw.push(performance.now() - t);
     rects.push(Number(stream.canvas.dataset.rects));
     visited.push(Number(stream.canvas.dataset.visited));
+    actions.push(Number(stream.canvas.dataset.actions || 0));
   }
   }
   // 2. whole frames (task stream + lines + cache redraw, layout, paint) driven by rAF
   vp.reset();
   await frame();
   const frames = [];
+  // script time of each time-axis view in those frames (what the panel spends drawing)
+  const views = {taskStream: panel.taskStream, resources: panel.resources, cache: panel.cache, memory: panel.memory};
+  const viewMs = Object.fromEntries(Object.keys(views).map(k => [k, []]));
   let last = performance.now();
   for (let i = 0; i < 60; i++) {
     const c = vp.start + (vp.end - vp.start) * 0.5;
@@ -67,40 +74,83 @@ async () => {
     const now = performance.now();
     frames.push(now - last);
     last = now;
+    for (const [k, v] of Object.entries(views)) viewMs[k].push(v.lastFrameMs);
   }
   vp.reset();
-  return {draw: stats(draw), drawFirstPass: cold, slowest: draw.map((d, i) => [Math.round(d), i, rects[i], visited[i]]).sort((a, b) => b[0] - a[0]).slice(0, 5), frames: stats(frames), maxRects: Math.max(...rects), maxVisited: Math.max(...visited), fullViewDraw: draw[0]};
+  const viewP95 = Object.fromEntries(Object.entries(viewMs).map(([k, a]) => [k, Math.round(stats(a).p95 * 10) / 10]));
+  return {draw: stats(draw), drawFirstPass: cold, slowest: draw.map((d, i) => [Math.round(d), i, rects[i], visited[i]]).sort((a, b) => b[0] - a[0]).slice(0, 5), frames: stats(frames), viewP95, maxRects: Math.max(...rects), maxVisited: Math.max(...visited), maxActionRects: Math.max(...actions), fullViewDraw: draw[0], lanes: Number(stream.canvas.dataset.lanes), laneGroups: Number(stream.canvas.dataset.groups)};
 }
 """
 
 
-def test_one_million_tasks_pan_zoom_frame_time(page: Any, lab: Any, capsys: Any) -> None:
+def _open_bench(page: Any, lab: Any, workspace: str) -> None:
+    """A notebook with its kernel connected and the panel 1000 px wide (test hook on)."""
     enable_test_hook(page)
-    name = write_notebook(lab.root, "bench.ipynb", ["1 + 1"])
-    open_notebook_in_workspace(page, lab, name, "bench")
+    name = write_notebook(lab.root, f"{workspace}.ipynb", ["1 + 1"])
+    open_notebook_in_workspace(page, lab, name, workspace)
     open_panel(page)
     wait_status(page, "connected")
     widen_panel(page, 1000)
-    n = 1_000_000
-    load = page.evaluate(
-        """async (args) => {
-            const t = performance.now();
-            window.__benchLoad = t;
-            return t;
-        }""",
-        {},
-    )
-    synthetic_run(
-        page, n=n, workers=8, groups=20, batch=50_000, duration=0.001, gap=0.0002, samples=10
-    )
-    load_ms = page.evaluate("() => performance.now() - window.__benchLoad")
+
+
+def _measure(page: Any, n: int, feed: Any) -> dict[str, Any]:
+    """Feed a run of ``n`` tasks with ``feed(page)`` (returns its counts), then time frames."""
+    start = page.evaluate("() => performance.now()")
+    counts = feed(page)
+    load_ms = page.evaluate("(t) => performance.now() - t", start)
     wait_data(page, "tasks", f"v === '{n}'")
     heap = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")
-    result = page.evaluate(FRAMES_JS)
-    result.update(tasks=n, load_ms=round(load_ms, 1), heap_mb=round(heap / 2**20, 1))
+    result: dict[str, Any] = page.evaluate(FRAMES_JS)
+    result.update(counts or {}, tasks=n, load_ms=round(load_ms, 1), heap_mb=round(heap / 2**20, 1))
+    return result
+
+
+def _print(capsys: Any, title: str, result: dict[str, Any]) -> None:
+    frames, draw = result["frames"], result["draw"]
     with capsys.disabled():
         print(
-            "\nbench_panel (1,000,000 tasks, 8 lanes, 1000 px panel):", json.dumps(result, indent=1)
+            f"\n{title}: whole frame p95 {frames['p95']:.1f} ms (median {frames['median']:.1f},"
+            f" max {frames['max']:.1f}; target <= 33 ms), task stream draw median"
+            f" {draw['median']:.1f} / p95 {draw['p95']:.1f} ms, views' p95 {result['viewP95']},"
+            f" load {result['load_ms'] / 1000:.1f} s, heap {result['heap_mb']} MB"
         )
-    assert load is not None
+        print(json.dumps(result))
+
+
+def test_one_million_tasks_pan_zoom_frame_time(page: Any, lab: Any, capsys: Any) -> None:
+    _open_bench(page, lab, "bench")
+    n = 1_000_000
+    result = _measure(
+        page,
+        n,
+        lambda p: synthetic_run(
+            p, n=n, workers=8, groups=20, batch=50_000, duration=0.001, gap=0.0002, samples=10
+        ),
+    )
+    _print(capsys, "bench_panel (1,000,000 tasks, 8 lanes, 1000 px panel)", result)
+    assert result["lanes"] == 8
     assert result["draw"]["median"] < 200  # loose sanity bound, the figures are the point
+
+
+def test_cluster_one_million_tasks_with_actions_pan_zoom_frame_time(
+    page: Any, lab: Any, capsys: Any
+) -> None:
+    """64 workers x 4 threads, 1,000,000 tasks, ~30% with a transfer before them."""
+    _open_bench(page, lab, "bench-cluster")
+    n = 1_000_000
+    result = _measure(page, n, lambda p: synthetic_cluster_run(p, n=n, workers=64, threads=4))
+    _print(
+        capsys,
+        "bench_panel cluster (1,000,000 tasks, 64 workers x 4 threads, actions, 1000 px panel)",
+        result,
+    )
+    assert (result["lanes"], result["laneGroups"]) == (256, 64)
+    assert result["actions"] > 0.3 * n
+    assert result["maxActionRects"] > 0
+    # the memory chart's bandwidth line (bytes/s of the incoming transfers) is drawn
+    memory = page.evaluate("() => ({...window.daskprofileTestHook.panel.memory.canvas.dataset})")
+    assert (int(memory["workers"]), float(memory["bandwidth"]) > 0) == (64, True)
+    # loose bounds for CI's software-rendered Chromium on a shared machine (the target is
+    # a p95 <= 33 ms; a p95 swings with other processes' load, a median far less)
+    assert result["frames"]["median"] < 100
+    assert result["draw"]["median"] < 200

@@ -37,6 +37,8 @@ import {
   ILaneLayout,
   laneAt,
   laneGeometry,
+  LaneLayoutCache,
+  ILaneWorker,
   layoutHeight,
   layoutLanes
 } from '../lanes';
@@ -65,12 +67,10 @@ function dimColor(muted: RGB, bg: RGB): string {
   return `#${hex(0)}${hex(1)}${hex(2)}`;
 }
 
-/** The lanes of `run` in display order. */
-function runLayout(run: RunData): ILaneLayout {
-  return layoutLanes(
-    run.lanes.map(
-      id => run.workers.get(id) ?? { id, label: `worker ${id}`, kind: '' }
-    )
+/** The workers of `run`'s lanes, in order of appearance. */
+function laneWorkers(run: RunData): ILaneWorker[] {
+  return run.lanes.map(
+    id => run.workers.get(id) ?? { id, label: `worker ${id}`, kind: '' }
   );
 }
 
@@ -121,7 +121,7 @@ export class TaskStreamView extends CanvasView {
       const [lo, hi] = run.extent();
       this._viewport.setExtent(lo, hi);
       const content = layoutHeight(
-        runLayout(run),
+        this._layouts.get(laneWorkers(run)),
         this.options.maxLaneHeight,
         GROUP_HEADER
       );
@@ -154,7 +154,7 @@ export class TaskStreamView extends CanvasView {
     }
     const v0 = this._viewport.start;
     const v1 = this._viewport.end;
-    const layout = runLayout(run);
+    const layout = this._layouts.get(laneWorkers(run));
     const geometry = laneGeometry(layout, height - AXIS, GROUP_HEADER);
     this._layout = layout;
     this._geometry = geometry;
@@ -172,15 +172,7 @@ export class TaskStreamView extends CanvasView {
     layout.order.forEach((worker, i) => {
       const lane = actions.lanes.get(worker);
       if (lane) {
-        laneRects(
-          lane,
-          i,
-          actions.action.data,
-          v0,
-          v1,
-          plotW,
-          this._actionRects
-        );
+        laneRects(lane, i, null, v0, v1, plotW, this._actionRects);
       }
     });
     const buffer = this._rects;
@@ -308,13 +300,13 @@ export class TaskStreamView extends CanvasView {
 
   /**
    * Each row's group, or the dim colour's index for rows outside the picked span or not
-   * named by the picked finding.
+   * named by the picked finding; null when nothing is dimmed (the lanes hold the groups).
    */
-  private _groupsShown(run: RunData): ArrayLike<number> {
+  private _groupsShown(run: RunData): ArrayLike<number> | null {
     const mask = this._model.spanMask(run);
     const highlight = this._model.highlightMask(run);
     if (!mask && !highlight) {
-      return run.taskGroup.data;
+      return null;
     }
     const n = run.taskCount;
     const key = this._inSpanKey;
@@ -996,6 +988,7 @@ export class TaskStreamView extends CanvasView {
   private _image: ImageData | null = null;
   private _pixels: Uint32Array | null = null;
   private _layout: ILaneLayout = layoutLanes([]);
+  private _layouts = new LaneLayoutCache();
   private _geometry: ILaneGeometry = laneGeometry(this._layout, 0, 0);
   private _hoverRow = -1;
   private _hoverAction = -1;

@@ -154,8 +154,18 @@ def _worker_row(m: Mapping[str, Any], again: str) -> str:
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
-def _reruns_by_worker(run: RunLike) -> dict[str, str]:
+def _took_tasks(members: pd.DataFrame) -> bool:
+    """Whether a worker took tasks with it (keys it held, ran or was killed with): the
+    only re-runs with a worker, so a run without any needs no ``run.reruns`` (grouping
+    every task by key: ~0.3 s at 100k tasks)."""
+    columns = [members[f] for f in ("lost", "processing", "killed") if f in members]
+    return any(isinstance(keys, list | tuple) and len(keys) > 0 for c in columns for keys in c)
+
+
+def _reruns_by_worker(run: RunLike, members: pd.DataFrame) -> dict[str, str]:
     """Per worker that left: what was run again because of it, in words."""
+    if not _took_tasks(members):
+        return {}
     reruns = run.reruns
     if not len(reruns):
         return {}
@@ -177,7 +187,7 @@ def _workers_table(run: RunLike, members: pd.DataFrame) -> str:
         "<tr><th>address</th><th>name</th><th>host</th><th>threads</th><th>memory limit</th>"
         "<th>joined</th><th>left</th><th>tasks run again</th></tr>"
     )
-    again = _reruns_by_worker(run)
+    again = _reruns_by_worker(run, members)
     records: list[dict[str, Any]] = members.to_dict("records")  # type: ignore[assignment]
     ordered = sorted(records, key=lambda m: natural_key(str(m["address"])))
     rows = "".join(
