@@ -275,6 +275,40 @@ def test_plugins_topic_and_threads_are_removed(client: Any) -> None:
     assert run.finished
 
 
+def test_late_messages_after_the_block_are_dropped_without_an_error_log(
+    inproc_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker's last rows may still be on their way when the block ends: distributed
+    logs an error for an event of a topic without handler; the handler left drops them
+    and holds nothing of the run, and is gone later."""
+    import logging
+
+    from daskprofile.distributed import collector as dc
+
+    with daskprofile.profile(client=inproc_client) as run:
+        inproc_client.gather(inproc_client.map(slow, range(2)))
+    late = [t for t in inproc_client._event_handlers if t.startswith("daskprofile-")]
+    assert late, inproc_client._event_handlers
+    with caplog.at_level(logging.ERROR, logger="distributed.client"):
+        for t in late:
+            inproc_client.sync(inproc_client._handle_event, t, (time.time(), b"late"))
+    assert not [r for r in caplog.records if "event handler" in r.getMessage()]
+    # the handler left holds nothing of the run (a module-level function)
+    assert all(inproc_client._event_handlers[t] is dc._drop_late_event for t in late)
+    assert run.finished
+    old, dc.LATE_EVENTS = dc.LATE_EVENTS, 0.0
+    try:
+        with daskprofile.profile(client=inproc_client):
+            pass
+    finally:
+        dc.LATE_EVENTS = old
+
+    def ours() -> list[str]:
+        return [t for t in inproc_client._event_handlers if t.startswith("daskprofile-")]
+
+    assert _settled(ours, late) == late  # that one is gone, the first waits 30 s
+
+
 def test_live_tables_fill_while_the_block_runs(inproc_client: Any) -> None:
     with daskprofile.profile(client=inproc_client) as run:
         inproc_client.gather(inproc_client.map(slow, range(4)))

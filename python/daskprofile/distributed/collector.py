@@ -77,6 +77,8 @@ HEARTBEAT_HOLD = 5.0
 HEARTBEAT_TIMEOUT = 5.0
 #: longest wait for the client's event loop to answer at stop
 _WITHIN = {"callback_timeout": 20.0}
+#: seconds a stopped run's topic keeps a handler that drops its late messages
+LATE_EVENTS = 30.0
 
 
 def active_client() -> Any:
@@ -523,10 +525,14 @@ class DistributedCollector(Collector):
             self._subscribed = False
             self._guard("unsubscribing", client.unsubscribe_topic, self.topic)
             # distributed (2026.8) leaves the handler in place: it would keep this
-            # collector, and all it recorded, alive as long as the client
+            # collector, and all it recorded, alive as long as the client. Messages still
+            # on their way (the workers' last rows) must find a handler, though, or
+            # distributed logs an error in the user's notebook: one that drops them, for
+            # a while
             handlers = getattr(client, "_event_handlers", None)
-            if isinstance(handlers, dict):
-                handlers.pop(self.topic, None)
+            if isinstance(handlers, dict) and self.topic in handlers:
+                handlers[self.topic] = _drop_late_event
+                _forget_handler_later(client, self.topic)
         if "worker" in self.registered:
             self._guard("removing the worker plugin", client.unregister_worker_plugin, self.topic)
         if "scheduler" in self.registered:
@@ -746,6 +752,23 @@ class DistributedCollector(Collector):
             "missing_batches": self.missing_batches,
             "options": dict(self.options),
         }
+
+
+def _drop_late_event(event: Any) -> None:
+    """The handler of a topic no longer read: its late messages are dropped."""
+
+
+def _forget_handler_later(client: Any, topic: str) -> None:
+    """Remove ``topic``'s :func:`_drop_late_event` handler :data:`LATE_EVENTS` s from now."""
+
+    def forget() -> None:
+        handlers = getattr(client, "_event_handlers", None)
+        if isinstance(handlers, dict) and handlers.get(topic) is _drop_late_event:
+            del handlers[topic]
+
+    with contextlib.suppress(Exception):  # a closed loop: the handlers went with it
+        loop = client.loop
+        loop.add_callback(lambda: loop.call_later(LATE_EVENTS, forget))
 
 
 async def _within(call: Any, timeout: float) -> Any:
