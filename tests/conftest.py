@@ -9,6 +9,7 @@ and Python's switch interval is as it was.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -84,6 +85,18 @@ def _hooks_state() -> tuple[list[str], int, int]:
     ]
     callbacks = len(Callback.active) + len(dask.callbacks.Callback.active)
     return patched, len(hooks.listeners()) + len(hooks.drain_observers()), callbacks
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt``, as in a terminal or a kernel. A shell without
+    job control starts a background command with SIGINT ignored, and Python then keeps it
+    ignored: the tests that give a Ctrl-C (``_thread.interrupt_main``, ``os.kill``) would
+    get nothing (CI run with ``&``: the interrupted twin computed to its end)."""
+    old = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture(autouse=True)
