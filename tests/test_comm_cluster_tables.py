@@ -411,23 +411,25 @@ def test_the_publisher_streams_the_tables_to_1_2_panels_only_live_and_replayed()
         assert recording.tasks is not None
         recording.tasks.add_rows(_task_rows(shift))
         deadline = perf_counter() + 10
-        while perf_counter() < deadline and not any(m["type"] == "actions" for m in new.sent):
+        # (panels attached get the finished runs the history keeps, earlier tests' too:
+        # every wait is for this run's messages)
+        while perf_counter() < deadline and not _sent(new, "actions", rid):
             recording.cursors.arrived()
             time.sleep(0.05)
         recording.finish()
         ended = perf_counter() + 10
-        while perf_counter() < ended and not any(m["type"] == "run_end" for m in old.sent):
+        while perf_counter() < ended and not _sent(old, "run_end", rid):
             time.sleep(0.05)
         live_types = {m["type"] for m in new.sent if m.get("run") == rid}
         assert live_types >= NEW
         assert not {m["type"] for m in old.sent} & NEW
-        assert any(m["type"] == "run_end" for m in old.sent)
+        assert _sent(old, "run_end", rid)
         late, late_old = Comm(), Comm()  # replayed, finished
         publisher.attach(late, "1.2")
         publisher.attach(late_old, "1.0")
         ended = perf_counter() + 10
         while perf_counter() < ended and not all(
-            any(m["type"] == "run_end" for m in c.sent) for c in (late, late_old)
+            _sent(c, "run_end", rid) for c in (late, late_old)
         ):
             time.sleep(0.05)
         assert {m["type"] for m in late.sent if m.get("run") == rid} >= NEW
@@ -436,6 +438,11 @@ def test_the_publisher_streams_the_tables_to_1_2_panels_only_live_and_replayed()
     finally:
         publisher.stop()
         history.clear_history()
+
+
+def _sent(comm: Any, kind: str, run: str) -> bool:
+    """Whether ``comm`` was sent a ``kind`` message of ``run``."""
+    return any(m["type"] == kind and m.get("run") == run for m in comm.sent)
 
 
 def test_a_panel_joining_mid_run_gets_each_failed_task_once() -> None:
