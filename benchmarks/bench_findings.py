@@ -100,7 +100,8 @@ class Runs:
         with daskprofile.profile() as run:
             dask.compute(*make(), scheduler="threads", num_workers=k)
         self.wall.append(run.summary()["wall_time"])
-        self.idle.append(float(np.nanmean(run.raw("computes")["idle"])))
+        idle = run.raw("computes")["idle"]  # NaN where no resource sample fell in a compute
+        self.idle.append(float(np.nanmean(idle)) if np.isfinite(idle).any() else np.nan)
         self.beta.append(float(contention.betas(_facts.facts(run)).max(initial=0.0)))
         for target, e in zip((1, 2), run.what_if([1, 2]).wall_time, strict=True):
             self.estimate[target].append(float(e))
@@ -136,7 +137,7 @@ def _row(name: str, k: int, runs: dict[int, Runs], verbose: bool) -> str:
         ratio = float(np.median(estimate)) / measured
         ok = ok and abs(ratio - 1) <= 0.15
         cells.append(f"{np.median(estimate):11.3f}s {ratio:5.2f}")
-    idle = float(np.nanmedian(runs[k].idle))
+    idle = float(np.nanmedian(runs[k].idle)) if np.isfinite(runs[k].idle).any() else np.nan
     line = (f"  {name:22} {k:7d} {measured:7.3f}s {spread:>9} {idle:4.1f} {cells[0]} {cells[1]}  "
             f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
     if verbose:
