@@ -13,12 +13,17 @@ beside its range. A slope that is not ~0 is growth; on a cluster, distributed ke
 bounded histories of its own (the scheduler runs in the kernel), so what counts is the
 profiled loop's slope minus its bare twin's, printed last. The CI version is
 ``tests/reliability/test_load.py``.
+
+``--lines N``: where the kernel's traced memory grows, by line (tracemalloc snapshots
+half-way through each loop and at its end, compared by line: bytes per compute), the N
+lines that grow most, and for the cluster the N that grow most more than in its bare twin.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import re
 import sys
 import threading
 import time
@@ -114,11 +119,58 @@ class Series:
 
 @dataclass
 class Soak:
-    """What one loop measured: the kernel's series, each worker's (by address), the rate."""
+    """What one loop measured: the kernel's series, each worker's (by address), the rate;
+    with ``--lines``, the kernel's growth by line (bytes per compute)."""
 
     kernel: Series
     workers: list[Series]
     per_hour: float
+    lines: dict[str, float]
+
+
+#: tracemalloc's own allocations are not the loop's
+_NOT_TRACEMALLOC = tracemalloc.Filter(False, tracemalloc.__file__)
+
+
+class Lines:
+    """Tracemalloc snapshots half-way through a loop and at its end: growth by line."""
+
+    def __init__(self, seconds: float) -> None:
+        self.half = time.monotonic() + seconds / 2
+        self.snaps: list[tuple[int, tracemalloc.Snapshot]] = []
+
+    def sample(self, i: int, last: bool = False) -> None:
+        if last or (not self.snaps and time.monotonic() >= self.half):
+            snap = tracemalloc.take_snapshot()
+            self.snaps.append((i, snap.filter_traces([_NOT_TRACEMALLOC])))
+
+    def growth(self) -> dict[str, float]:
+        """Bytes per compute by ``file:line`` between the two snapshots."""
+        if len(self.snaps) < 2 or self.snaps[-1][0] <= self.snaps[0][0]:
+            return {}
+        (i0, old), (i1, new) = self.snaps[0], self.snaps[-1]
+        out: dict[str, float] = {}
+        for diff in new.compare_to(old, "lineno"):
+            frame = diff.traceback[0]
+            name = f"{_short(frame.filename)}:{frame.lineno}"
+            out[name] = out.get(name, 0.0) + diff.size_diff / (i1 - i0)
+        return out
+
+
+def _short(filename: str) -> str:
+    """``filename`` from its package on (the standard library's, site-packages', ours)."""
+    for marker in ("site-packages/", "/python/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return re.sub(r".*/lib/python3\.\d+/", "", filename)
+
+
+def print_lines(title: str, growth: dict[str, float], n: int) -> None:
+    if not n or not growth:
+        return
+    print(f"  {title}: the {n} lines that grow most (traced B/compute)")
+    for name, per in sorted(growth.items(), key=lambda kv: -kv[1])[:n]:
+        print(f"    {per:+10.1f}  {name}")
 
 
 def loop(
@@ -169,6 +221,14 @@ def panel() -> Iterator[None]:
         dpcomm.shutdown()
 
 
+def panel_ring() -> Any:
+    """The ring buffer of the connected panel's shared resource sampler (None if off)."""
+    hub = dpcomm.hub()
+    session = getattr(hub, "session", None)
+    sampler = getattr(getattr(session, "samplers", None), "resources", None)
+    return getattr(sampler, "_ring", None)
+
+
 def threads_step(i: int) -> None:
     dsk, outs = graph(i)
     with daskprofile.profile():
@@ -181,13 +241,21 @@ def panel_step(i: int) -> None:
 
 
 def run_loop(
-    name: str, seconds: float, every: float, step: Callable[[int], None], client: Any = None
+    name: str,
+    seconds: float,
+    every: float,
+    step: Callable[[int], None],
+    client: Any = None,
+    lines: int = 0,
 ) -> Soak:
     own = Series()
     workers: dict[str, Series] = {}
+    by_line = Lines(seconds)
 
     def sample(i: int) -> None:
         own.add(i, kernel())
+        if lines:
+            by_line.sample(i)
         if client is not None:
             for address, values in client.run(worker).items():
                 workers.setdefault(address, Series()).add(i, values)
@@ -202,7 +270,10 @@ def run_loop(
         if client is not None:
             client.run(worker)
         t = time.monotonic()
+        by_line.half = t + seconds / 2
         n = loop(seconds, every, step, sample)
+        if lines:
+            by_line.sample(n, last=True)
     finally:
         tracemalloc.stop()
         history.clear_history()
@@ -212,10 +283,12 @@ def run_loop(
     own.report("kernel", per_hour)
     for address, series in workers.items():
         series.report(f"worker {address.rsplit(':', 1)[-1]}", per_hour)
-    return Soak(own, [workers[a] for a in sorted(workers)], per_hour)
+    growth = by_line.growth()
+    print_lines("kernel", growth, lines)
+    return Soak(own, [workers[a] for a in sorted(workers)], per_hour, growth)
 
 
-def report_twin(ours: Soak, bare: Soak) -> None:
+def report_twin(ours: Soak, bare: Soak, lines: int = 0) -> None:
     """Per compute, the profiled loop's slopes minus its bare twin's (workers paired in
     address order; per hour at the profiled loop's rate)."""
     print("LocalCluster, profile() minus bare (slopes per compute):")
@@ -230,6 +303,9 @@ def report_twin(ours: Soak, bare: Soak) -> None:
             f"  {title:18s} {name:8s} ours {mine:+10.0f}  bare {theirs:+10.0f}  "
             f"ours-bare {extra:+10.0f} B/compute {extra * ours.per_hour:+14.0f} B/hour"
         )
+    names = set(ours.lines) | set(bare.lines)
+    extra_lines = {k: ours.lines.get(k, 0.0) - bare.lines.get(k, 0.0) for k in names}
+    print_lines("kernel, ours minus bare", extra_lines, lines)
 
 
 @contextmanager
@@ -251,12 +327,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--every", type=float, default=30, help="seconds between samples")
+    parser.add_argument(
+        "--lines", type=int, default=0, help="print the N lines whose traced memory grows most"
+    )
     args = parser.parse_args()
+    n = args.lines
     share = args.minutes * 60 / 4
     print(f"soak, {args.minutes:g} min in 4 loops, slopes by least squares")
-    run_loop("profile() blocks, threads scheduler", share, args.every, threads_step)
+    run_loop("profile() blocks, threads scheduler", share, args.every, threads_step, lines=n)
     with panel():
-        run_loop("panel's per-cell recording, threads", share, args.every, panel_step)
+        run_loop("panel's per-cell recording, threads", share, args.every, panel_step, lines=n)
+        ring = panel_ring()
+        if ring is not None:  # the shared resource sampler forgets what no run reads
+            print(f"  shared resource sampler: {len(ring):,} samples held of {ring.total:,}")
     with local_cluster() as client:
 
         def cluster_step(i: int) -> None:
@@ -264,15 +347,17 @@ def main() -> None:
             with daskprofile.profile(flush=0.05):
                 client.get(dsk, outs)
 
-        ours = run_loop("profile() blocks, LocalCluster", share, args.every, cluster_step, client)
+        ours = run_loop(
+            "profile() blocks, LocalCluster", share, args.every, cluster_step, client, n
+        )
     with local_cluster() as client:
 
         def bare_step(i: int) -> None:
             dsk, outs = graph(i, 50)
             client.get(dsk, outs)
 
-        bare = run_loop("bare twin, LocalCluster", share, args.every, bare_step, client)
-    report_twin(ours, bare)
+        bare = run_loop("bare twin, LocalCluster", share, args.every, bare_step, client, n)
+    report_twin(ours, bare, n)
 
 
 if __name__ == "__main__":

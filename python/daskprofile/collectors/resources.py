@@ -6,7 +6,8 @@ started mid-run included), and records the summed CPU (% of one core) and RSS. T
 time of the sampling thread itself is subtracted, so the profiler does not see its own
 cost. On Linux ``/proc`` is read with the GIL kept (:mod:`._procfs`: one hand-over per
 sample, not one per file), elsewhere through psutil. Samples live in a bounded ring
-buffer; ``since(cursor)`` streams new ones.
+buffer; ``since(cursor)`` streams new ones; ``forget(before)`` lets go of old ones (a
+long-lived sampler shared by runs: those no run reads any more).
 """
 
 from __future__ import annotations
@@ -42,41 +43,77 @@ def _check_dt(dt: object) -> float:
 
 
 class _Ring:
-    """Fixed-capacity columnar ring buffer; grows by doubling up to its capacity."""
+    """Columnar ring buffer of at most ``capacity`` rows; grows by doubling up to it.
+
+    Row ``k`` (the ``k``-th sample ever appended, ``0 <= k < total``) lives at index
+    ``k % size`` of the columns, whatever the size: growing or shrinking lays the rows
+    held out again. Rows ``first .. total-1`` are held; older ones were overwritten (at the
+    cap: counted in ``dropped``) or forgotten (:meth:`forget`). ``total`` never goes back:
+    it is the cursor of :meth:`since`, which stays valid across both.
+    """
+
+    #: rows allocated at first (and the least a shrink leaves)
+    MIN_SIZE = 1024
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"max_samples must be >= 1, got {capacity!r}")
         self.capacity = capacity
         self.total = 0  # samples ever appended; the cursor of since()
-        self._size = min(capacity, 1024)
+        self.first = 0  # the oldest row held
+        self.dropped = 0  # rows overwritten at the cap (forgotten ones are not counted)
+        self._size = min(capacity, self.MIN_SIZE)
         self._cols = {c: np.zeros(self._size, _DTYPES[c]) for c in COLUMNS}
 
+    def __len__(self) -> int:
+        return self.total - self.first
+
     @property
-    def dropped(self) -> int:
-        return max(0, self.total - self.capacity)
+    def size(self) -> int:
+        """Rows allocated."""
+        return self._size
 
     def append(self, row: tuple[float, float, int, int]) -> None:
-        if self.total >= self._size and self._size < self.capacity:
-            self._grow()
+        if len(self) >= self._size:
+            if self._size < self.capacity:
+                self._resize(min(self.capacity, self._size * 2))
+            else:  # full at the cap: the oldest row goes
+                self.first += 1
+                self.dropped += 1
         i = self.total % self._size
         for col, value in zip(COLUMNS, row, strict=True):
             self._cols[col][i] = value
         self.total += 1
 
-    def _grow(self) -> None:
-        size = min(self.capacity, self._size * 2)
+    def _resize(self, size: int) -> None:
+        """Lay the rows held out in columns of ``size`` rows (``>= len(self)``)."""
+        rows = np.arange(self.first, self.total)
+        old, new = rows % self._size, rows % size
         for col in COLUMNS:
-            grown = np.zeros(size, _DTYPES[col])
-            grown[: self._size] = self._cols[col]
-            self._cols[col] = grown
+            resized = np.zeros(size, _DTYPES[col])
+            resized[new] = self._cols[col][old]
+            self._cols[col] = resized
         self._size = size
 
     def since(self, cursor: int) -> dict[str, np.ndarray]:
         """Copies of rows ``cursor .. total-1`` still held, oldest first."""
-        first = max(cursor, self.total - self._size, 0)
-        idx = np.arange(first, self.total) % self._size
+        idx = np.arange(max(cursor, self.first), self.total) % self._size
         return {col: self._cols[col][idx] for col in COLUMNS}
+
+    def forget(self, before: float) -> int:
+        """Let go of the rows sampled before ``before`` (their ``time``); the columns shrink
+        where at most a quarter of them is left in use. Returns the rows forgotten."""
+        held = np.arange(self.first, self.total) % self._size
+        # rows are appended in time order: those before ``before`` are the oldest
+        n = int(np.searchsorted(self._cols["time"][held], before, side="left"))
+        self.first += n
+        size, left = self._size, len(self)
+        floor = min(self.capacity, self.MIN_SIZE)
+        while size // 2 >= floor and left <= size // 4:
+            size //= 2
+        if size < self._size:
+            self._resize(max(size, floor))
+        return n
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -380,3 +417,11 @@ class ResourceCollector:
         """Samples taken since ``cursor`` (0 at first) and the cursor for the next call."""
         with self._lock:
             return self._ring.since(cursor), self._ring.total
+
+    def forget(self, before: float) -> int:
+        """Let go of the samples taken before ``before`` (perf_counter s) that nobody reads
+        any more (a shared sampler's readers say when); the memory they held is given back
+        where that frees most of it. Cursors stay valid: ``since`` goes on from the
+        oldest sample left. Not counted in ``dropped``. Returns the samples let go of."""
+        with self._lock:
+            return self._ring.forget(before)

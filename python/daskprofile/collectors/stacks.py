@@ -602,10 +602,13 @@ class _WorkerSampler(_Sampler):
         idle_timeout: float,
         spent: list[float] | None = None,
         switch_interval: float | None = None,
+        *,
+        catch_short_tasks: bool = True,
     ) -> None:
         """``spent``: where this process's task time is added up (:data:`worker.spent`);
-        ``switch_interval``: lowered while tasks keep the sampler late (see ``_pace``)."""
-        catcher = _ShortTaskCatcher(spent)
+        ``switch_interval``: lowered while tasks keep the sampler late (see ``_pace``);
+        ``catch_short_tasks``: see :class:`StackCollector`."""
+        catcher = _ShortTaskCatcher(spent) if catch_short_tasks else None
         super().__init__(
             interval,
             cycle,

@@ -66,6 +66,9 @@ class ClusterSettings:
     flush: float = 0.2
     max_records: int | None = None
     all_clients: bool = False
+    #: the GIL switch interval the workers' stack samplers may set to sample short tasks
+    #: and tasks that hold the GIL (None: they never change it; see ``DistributedCollector``)
+    switch_interval: float | None = 0.002
 
     @classmethod
     def of(cls, options: Any, **more: Any) -> ClusterSettings:
@@ -178,6 +181,7 @@ class ClusterSource:
             flush=s.flush,
             max_records=s.max_records,
             all_clients=s.all_clients,
+            switch_interval=s.switch_interval,
             stacks_into=self.stacks,
             log=self.log,
         )

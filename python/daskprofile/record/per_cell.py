@@ -67,6 +67,9 @@ register_defaults(DEFAULTS)
 
 #: how often a run whose cluster tasks are still running checks whether they are done
 CLUSTER_POLL = 0.05
+#: seconds of resource samples kept before the oldest open run (and before now): a run
+#: that ended is read live by its sinks a last time after it is frozen
+KEEP_SAMPLES = 30.0
 
 
 def panel_config(name: str) -> Any:
@@ -102,6 +105,7 @@ class CellRecorder(Listener):
         self.options = _options()
         switch = panel_config("stacks.switch-interval")
         switch_s = None if switch in (None, False) else duration("switch-interval", switch)
+        self.switch_interval = switch_s
         self.samplers = Samplers.for_options(self.options, switch_interval=switch_s)
         self.samplers.shared = True
         stacks = self.samplers.stacks
@@ -118,6 +122,8 @@ class CellRecorder(Listener):
         self._title: str | None = None
         self._ipython: Any = None
         self._open_runs = 0
+        #: runs that read the shared samplers, until frozen: id -> recording
+        self._reading: dict[int, Recording] = {}
         self._idle: threading.Timer | None = None  # stops the samplers once idle
         self._poll: threading.Timer | None = None  # ends lingering runs
         self.idle_stop = _period("idle-stop")  # None: stop with the last run
@@ -145,7 +151,8 @@ class CellRecorder(Listener):
             if not self.started or self.cluster is not None:
                 return
             module = clusters.source_module()
-            settings = module.ClusterSettings.of(self.options)
+            # the workers' samplers leave the switch interval alone too, unless configured
+            settings = module.ClusterSettings.of(self.options, switch_interval=self.switch_interval)
             self.cluster = module.ClusterSource(settings, self.samplers.stacks)
         watch = clusters.watch_module()
         watch.add_listener(self._on_graph)
@@ -315,6 +322,7 @@ class CellRecorder(Listener):
     def _open(self, cluster: Any = None) -> Recording:
         """A new run, announced to the sinks (caller holds the lock)."""
         recording = Recording(self.options, samplers=self.samplers, title=self._title, auto=True)
+        self._reading[id(recording)] = recording
         if cluster is not None:
             recording.plug(cluster)
         self._open_runs += 1
@@ -356,13 +364,36 @@ class CellRecorder(Listener):
             self._close(recording)
 
     def _close(self, recording: Recording) -> None:
-        """End a run: freeze it, keep it in the history, notify."""
+        """End a run: freeze it, keep it in the history, notify; then the shared resource
+        sampler forgets the samples no open run reads (:meth:`_forget_samples`)."""
         with self.lock:
             self._inflight.pop(id(recording), None)
             self._open_runs = max(0, self._open_runs - 1)
             if self._open_runs == 0:
                 self._stop_when_idle()
-        recording.finish()
+        try:
+            recording.finish()
+        finally:
+            with self.lock:
+                self._reading.pop(id(recording), None)
+                self._forget_samples()
+
+    def _forget_samples(self) -> None:
+        """Let the shared resource sampler go of samples older than every open run (its
+        ring would otherwise keep them while back-to-back computes keep it running, up
+        to ``max-records``) and than :data:`KEEP_SAMPLES` seconds: a finished run's last
+        rows are still read live by its sinks (the publisher's final poll) for a moment.
+        Caller holds the lock."""
+        sampler = self.samplers.resources
+        if sampler is None:
+            return
+        before = perf_counter() - KEEP_SAMPLES
+        for open_run in self._reading.values():
+            before = min(before, open_run.run.t0 - KEEP_SAMPLES)
+        try:
+            sampler.forget(before)
+        except Exception as exc:  # never fail the end of a run
+            self.on_listener_error(exc)
 
 
 # ---------------------------------------------------------------- helpers
