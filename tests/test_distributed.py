@@ -280,33 +280,66 @@ def test_late_messages_after_the_block_are_dropped_without_an_error_log(
 ) -> None:
     """A worker's last rows may still be on their way when the block ends: distributed
     logs an error for an event of a topic without handler; the handler left drops them
-    and holds nothing of the run, and is gone later."""
+    and holds nothing of the run, and is gone later. (A client reaching the scheduler by
+    address subscribes to the run's topic; one made on a cluster of this process does
+    not: the next test.)"""
     import logging
 
     from daskprofile.distributed import collector as dc
 
-    with daskprofile.profile(client=inproc_client) as run:
-        inproc_client.gather(inproc_client.map(slow, range(2)))
-    late = [t for t in inproc_client._event_handlers if t.startswith("daskprofile-")]
-    assert late, inproc_client._event_handlers
-    with caplog.at_level(logging.ERROR, logger="distributed.client"):
-        for t in late:
-            inproc_client.sync(inproc_client._handle_event, t, (time.time(), b"late"))
-    assert not [r for r in caplog.records if "event handler" in r.getMessage()]
-    # the handler left holds nothing of the run (a module-level function)
-    assert all(inproc_client._event_handlers[t] is dc._drop_late_event for t in late)
-    assert run.finished
-    old, dc.LATE_EVENTS = dc.LATE_EVENTS, 0.0
-    try:
-        with daskprofile.profile(client=inproc_client):
-            pass
-    finally:
-        dc.LATE_EVENTS = old
+    address = inproc_client.scheduler.address
+    with distributed.Client(address) as by_address:
+        with daskprofile.profile(client=by_address) as run:
+            by_address.gather(by_address.map(slow, range(2)))
+        assert len(run.tasks) == 2
+        late = [t for t in by_address._event_handlers if t.startswith("daskprofile-")]
+        assert late, by_address._event_handlers
+        with caplog.at_level(logging.ERROR, logger="distributed.client"):
+            for t in late:
+                by_address.sync(by_address._handle_event, t, (time.time(), b"late"))
+        assert not [r for r in caplog.records if "event handler" in r.getMessage()]
+        # the handler left holds nothing of the run (a module-level function)
+        assert all(by_address._event_handlers[t] is dc._drop_late_event for t in late)
+        assert run.finished
+        old, dc.LATE_EVENTS = dc.LATE_EVENTS, 0.0
+        try:
+            with daskprofile.profile(client=by_address):
+                pass
+        finally:
+            dc.LATE_EVENTS = old
 
-    def ours() -> list[str]:
-        return [t for t in inproc_client._event_handlers if t.startswith("daskprofile-")]
+        def ours() -> list[str]:
+            return [t for t in by_address._event_handlers if t.startswith("daskprofile-")]
 
-    assert _settled(ours, late) == late  # that one is gone, the first waits 30 s
+        assert _settled(ours, late) == late  # that one is gone, the first waits 30 s
+
+
+@pytest.mark.parametrize("client", [False, True], indirect=True, ids=["threads", "processes"])
+def test_a_scheduler_in_this_process_hands_the_events_over_directly(client: Any) -> None:
+    """The client of a LocalCluster made here does not subscribe to the run's topic: the
+    scheduler plugin hands it the events (the workers' first ones too, logged before the
+    plugin came), and nothing of it is left after the block."""
+    from daskprofile.distributed import _common
+    from daskprofile.distributed.collector import DistributedCollector
+
+    collector = DistributedCollector(client)
+    with collector:
+        assert collector.local
+        assert collector.started
+        assert not collector.failed
+        assert list(_common.LOCAL_SINKS) == [collector.topic]
+        client.gather(client.map(slow, range(6), pure=False))
+    assert not collector.failed
+    assert len(collector.tasks.columns) == 6
+    assert len(collector.resources_snapshot()["time"]) > 0  # the workers' samples came too
+    assert not [t for t in client._event_handlers if t.startswith("daskprofile-")]
+    assert _common.LOCAL_SINKS == {}
+    topics = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler._broker._topics))
+    assert not [t for t in topics if t.startswith("daskprofile-")]
+    with daskprofile.profile(client=client) as run:  # and through a recording
+        client.gather(client.map(slow, range(3), pure=False))
+    assert len(run.tasks) == 3
+    assert _common.LOCAL_SINKS == {}
 
 
 def test_live_tables_fill_while_the_block_runs(inproc_client: Any) -> None:

@@ -14,6 +14,13 @@ import msgpack
 MESSAGE_VERSION = 2
 
 
+#: topic -> (event loop, handler) of the runs whose client shares this process with the
+#: scheduler (a notebook's ``LocalCluster``): the scheduler plugin hands each event of the
+#: topic to the handler on that loop, so the client need not subscribe and the scheduler
+#: neither encodes nor sends it again (its log keeps it, as for any topic)
+LOCAL_SINKS: dict[str, tuple[Any, Any]] = {}
+
+
 def pack(msg: dict[str, Any]) -> bytes:
     """A message as the bytes it travels in (``log_event``): distributed forwards bytes as
     they are, where a structure is walked element by element by the worker's

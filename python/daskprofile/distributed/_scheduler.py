@@ -103,7 +103,14 @@ from tornado.ioloop import PeriodicCallback
 
 from ..failures import MESSAGE_CHARS, TRACEBACK_CHARS, cut
 from ..keys import GroupIndex, key_label
-from ._common import MESSAGE_VERSION, exception_name, killed_text, pack, worker_label
+from ._common import (
+    LOCAL_SINKS,
+    MESSAGE_VERSION,
+    exception_name,
+    killed_text,
+    pack,
+    worker_label,
+)
 from ._scheduler_tables import SchedulerTables
 
 __all__ = [
@@ -240,6 +247,8 @@ class SchedulerProbe(SchedulerPlugin):
         self._occupancy_sent: list[int] = []
         self._callback: PeriodicCallback | None = None
         self._removal: asyncio.Task[None] | None = None
+        #: (event loop, handler) of a client in this process (see ``LOCAL_SINKS``)
+        self._sink: tuple[Any, Any] | None = None
         #: workers joining and leaving; actions when workers lack daskprofile
         self.tables = SchedulerTables()
 
@@ -249,6 +258,24 @@ class SchedulerProbe(SchedulerPlugin):
         self._callback = PeriodicCallback(self._tick, self.flush_interval * 1000)
         self._callback.start()
         self.tables.start(scheduler)
+        # the client in this process, not subscribed: it gets the topic's events from here,
+        # those logged before this plugin first (the workers' first messages); no await
+        # from here until the scheduler adds the plugin, so none comes in between
+        self._sink = LOCAL_SINKS.get(self.topic)
+        if self._sink is not None:
+            loop, handler = self._sink
+            for event in list(scheduler.get_events(self.topic)):
+                loop.add_callback(handler, event)
+
+    def log_event(self, topic: str, msg: Any) -> None:
+        """Every event the scheduler logs (any topic): this run's go to a local client."""
+        sink = self._sink
+        if sink is not None and topic == self.topic:
+            try:
+                sink[0].add_callback(sink[1], (time(), msg))
+            except Exception as exc:  # a closed loop: the client is gone
+                self._sink = None
+                self._fail(exc)
 
     # workers joining and leaving (once per worker, never per task): see _scheduler_tables
     def add_worker(self, scheduler: Any, worker: str) -> None:

@@ -49,7 +49,7 @@ from ..collectors.stacks import PAYLOAD_VERSION, StackCollector
 from ..stacktree import FrameInfo, Tree
 from ._assemble import RowAssembler
 from ._cluster_log import ClusterLog
-from ._common import MESSAGE_VERSION, unpack, worker_address
+from ._common import LOCAL_SINKS, MESSAGE_VERSION, unpack, worker_address
 from ._scheduler import (
     SchedulerProbe,
     await_subscriber,
@@ -150,7 +150,10 @@ class DistributedCollector(Collector):
     ``cycle``: width of one stack-history entry; ``flush``: seconds between batches sent
     to the client. ``all_clients``: record tasks of every client of the scheduler (default:
     only this client's graphs). ``stacks_into``: a :class:`StackCollector` to merge the
-    workers' samples into (default: a new one, ``self.stacks``).
+    workers' samples into (default: a new one, ``self.stacks``). ``switch_interval``: the
+    GIL switch interval the workers' stack samplers may set while tasks keep them from
+    the GIL or hide from them (short tasks); None: they never change it (cheaper on tiny
+    tasks, fewer samples of them).
     """
 
     name = "distributed"
@@ -228,6 +231,7 @@ class DistributedCollector(Collector):
         self._inbox = _InOrder(self._apply)
         self._warned = False
         self._subscribed = False
+        self.local = False  # the scheduler runs in this process (see start)
         #: parts recorded in a reduced way -> why and what is left (workers without
         #: daskprofile: ``"stacks"``, ``"resources"``); empty when nothing is reduced
         self.reduced: dict[str, str] = {}
@@ -288,9 +292,14 @@ class DistributedCollector(Collector):
         self.started = True
         self.scheduler_address = getattr(getattr(client, "scheduler", None), "address", None)
         self.to_perf = perf_counter() - time.time()
-        self._guard("subscribing", client.subscribe_topic, self.topic, self._on_event)
-        self._subscribed = not self.failed
-        if not self.failed:  # the plugins' first messages must find us subscribed
+        #: the scheduler runs in this process: its plugin hands us the events
+        self.local = scheduler_here(client)
+        if self.local:
+            LOCAL_SINKS[self.topic] = (client.loop, self._on_event)
+        else:
+            self._guard("subscribing", client.subscribe_topic, self.topic, self._on_event)
+            self._subscribed = not self.failed
+        if not self.failed and not self.local:  # plugins' first messages must find us subscribed
             self._guard(
                 "subscribing",
                 client.run_on_scheduler,
@@ -514,6 +523,7 @@ class DistributedCollector(Collector):
 
     def _cleanup(self) -> None:
         client = self.client
+        LOCAL_SINKS.pop(self.topic, None)
         if self._poller is not None:  # (stopped already unless the drain was skipped)
             poller = self._poller
             with contextlib.suppress(Exception):  # a closed loop: the task went with it
@@ -752,6 +762,20 @@ class DistributedCollector(Collector):
             "missing_batches": self.missing_batches,
             "options": dict(self.options),
         }
+
+
+def scheduler_here(client: Any) -> bool:
+    """Whether ``client``'s scheduler runs in this process (a ``LocalCluster`` made here;
+    not a scheduler reached by address, nor a remote cluster's handle)."""
+    try:
+        from distributed import Scheduler
+    except ImportError:  # pragma: no cover - distributed is what calls us
+        return False
+    scheduler = getattr(getattr(client, "cluster", None), "scheduler", None)
+    if not isinstance(scheduler, Scheduler):
+        return False
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    return bool(address) and scheduler.address == address
 
 
 def _drop_late_event(event: Any) -> None:
