@@ -591,3 +591,21 @@ def test_a_cluster_runs_transfer_batches_carry_the_types_of_run_transfers() -> N
         if way == "incoming":
             sent[name] = sent.get(name, 0.0) + size
     assert sent == dict(zip(by_type["type"], by_type["bytes"].astype(float), strict=True))
+
+
+def test_a_poll_without_the_series_keeps_them_for_the_next_one() -> None:
+    """Polls nudged by a cluster's rows come closer than a tick: they send the task rows
+    and what goes with them, and leave the sampled series (memory here) to the next poll
+    that asks for them, whole."""
+    log = ClusterLog()
+    live = _Live(log, t0=T0)
+    live.tasks.add_rows(_task_rows())
+    main = Feed(live.run, live.cursors)
+    log.worker_tables({A: {"memory": _memory([T0 + 0.1, T0 + 0.2], 1, 100)}}, 0.0)
+    quick = main.poll(series=False)
+    assert sum(m["n"] for m in _of(quick, "tasks")) == 3
+    assert _of(quick, "memory") == []
+    log.worker_tables({A: {"memory": _memory([T0 + 0.3], 1, 200)}}, 0.0)
+    full = main.poll()
+    assert _of(full, "tasks") == []  # sent already
+    assert sum(m["n"] for m in _of(full, "memory")) == 3

@@ -137,6 +137,7 @@ class Feed:
     erred: dict[int, int] = field(default_factory=dict)  # group id -> tasks that raised
     rows: int = 0  # task rows read so far
     progress_at: float = 0.0  # when the last live progress message was made
+    series_at: float = 0.0  # when the sampled series were last polled (see ``poll``)
     #: lanes of the task source's worker ids (its labels only grow)
     _task_lanes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     #: first lane of each worker address (a cluster's), of task rows then of actions
@@ -165,19 +166,26 @@ class Feed:
         summary = self.run.summary()
         return [encode.run_end(self.id, summary, meta.dropped, meta.errors, meta.reduced)]
 
-    def poll(self, final: bool = False, upto: _Positions | None = None) -> list[encode.Message]:
-        """Messages for what was recorded since the last poll (``upto``: stop there)."""
+    def poll(
+        self, final: bool = False, upto: _Positions | None = None, series: bool = True
+    ) -> list[encode.Message]:
+        """Messages for what was recorded since the last poll (``upto``: stop there).
+        ``series=False``: the task rows and what goes with them only (exceptions, actions,
+        transfers, workers); the sampled series (cache, CPU/memory, stacks) wait for the
+        next poll that asks for them."""
         out: list[encode.Message] = []
         out += self._tasks(upto.tasks if upto else None)
         out += self._exceptions(upto.exceptions if upto else None)
-        out += self._cache(upto.cache if upto else None)
-        out += self._resources(upto.resources if upto else None)
-        out += self._processes(upto.processes if upto else None)
+        if series or final or upto is not None:
+            out += self._cache(upto.cache if upto else None)
+            out += self._resources(upto.resources if upto else None)
+            out += self._processes(upto.processes if upto else None)
         out += self._members()
         out += self._actions(final or upto is not None, upto.actions if upto else None)
         out += self._transfers(upto.transfers if upto else None)
-        out += self._memory(upto.memory if upto else None)
-        out += self._stacks(final, upto.stacks if upto else None)
+        if series or final or upto is not None:
+            out += self._memory(upto.memory if upto else None)
+            out += self._stacks(final, upto.stacks if upto else None)
         return out
 
     def catch_up(self) -> list[encode.Message]:

@@ -63,6 +63,9 @@ PROGRESS_PERIOD = 0.25
 #: limit, not this gap, is what holds rows back most (bench_cluster_panel at 0.05 s:
 #: applied -> sent p50 ~240 ms)
 NUDGE_GAP = 0.1
+#: the sampled series of a live run are polled when this share of a tick has passed since
+#: their last poll (polls a tick apart: every one; nudged polls between: not)
+SERIES_SHARE = 0.9
 #: switch interval while the publisher thread works (a poll takes a few ms of CPU)
 WORK_SWITCH_INTERVAL = 0.001
 EXPORTS = {
@@ -366,7 +369,13 @@ class Publisher:
             if feed.run.finished:
                 continue  # its end (queued) sends the rest, read from the finished run
             rows = feed.rows
-            messages = feed.poll()
+            # a cluster's rows bring polls closer than a tick (nudge): the sampled series
+            # (a few samples each, ~half of a poll's work) go at most once a tick
+            now = perf_counter()
+            series = now - feed.series_at >= SERIES_SHARE * self.tick
+            if series:
+                feed.series_at = now
+            messages = feed.poll(series=series)
             now = perf_counter()
             if feed.rows != rows and now - feed.progress_at >= PROGRESS_PERIOD:
                 feed.progress_at = now
