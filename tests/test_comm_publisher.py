@@ -20,7 +20,7 @@ import daskprofile
 from daskprofile.jupyter import comm as dpcomm
 from daskprofile.jupyter import encode
 from daskprofile.jupyter.feed import Feed, decimate
-from daskprofile.jupyter.publisher import Connection, Publisher
+from daskprofile.jupyter.publisher import NUDGE_GAP, Connection, Publisher
 from daskprofile.record import history as recorder
 from daskprofile.record.cursors import frozen_cursors
 
@@ -433,6 +433,21 @@ def test_rows_from_a_source_that_is_not_polled_reach_the_panel_before_the_next_t
             timeout=10,
         )
         assert publisher.nudge in recording.cursors.listeners
+        # rows that keep coming: polls NUDGE_GAP apart, and no nudge wakes the thread
+        wakes = 0
+        wake = publisher._wake.set
+
+        def counted() -> None:
+            nonlocal wakes
+            wakes += 1
+            wake()
+
+        publisher._wake.set = counted  # type: ignore[method-assign]
+        for _ in range(20):
+            recording.cursors.arrived()
+            time.sleep(0.02)
+        assert wakes == 0
+        assert publisher._next_poll - time.perf_counter() <= NUDGE_GAP
     finally:
         recording.finish()
         publisher.stop()

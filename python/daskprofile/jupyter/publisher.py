@@ -225,6 +225,7 @@ class Publisher:
         self._next_poll = 0.0
         self._pumped = -math.inf  # when a compute last handed over task rows
         self._last_poll = -math.inf
+        self._nudged = False  # a source that is not polled had new rows since the last poll
         #: per live run: identifier -> its source (None: not found), looked up once
         self._live_sources: dict[str, dict[str, dict[str, Any] | None]] = {}
 
@@ -442,20 +443,27 @@ class Publisher:
     def nudge(self) -> None:
         """A source that is not polled (a cluster) has new task rows: poll on the sender
         thread now rather than at the next tick, unless a poll was less than ``NUDGE_GAP``
-        ago (O(1); any thread: the client's event loop thread hands batches over)."""
+        ago (O(1); any thread: the client's event loop thread hands batches over). While
+        rows keep coming, each poll sets the next one ``NUDGE_GAP`` away and no nudge
+        wakes the thread (waking it took the GIL from the event loop 10-20 times a
+        second): only one that finds it asleep for longer does."""
         if self._thread is None:
             return
+        self._nudged = True
         soon = self._last_poll + NUDGE_GAP
-        if soon < self._next_poll:
+        if soon < self._next_poll and self._next_poll - perf_counter() > NUDGE_GAP:
             self._next_poll = soon
             self._pumped = -math.inf  # its thread holds no rows of this source
             self._wake.set()
 
     def _poll_due(self) -> None:
-        """Poll the live runs if some panel has room; the next poll is a tick away (the
-        caller holds ``_work``)."""
+        """Poll the live runs if some panel has room; the next poll is a tick away, or
+        ``NUDGE_GAP`` if a source nudged since the last one (the caller holds ``_work``)."""
         self._last_poll = now = perf_counter()
-        self._next_poll = now + self.tick
+        nudged, self._nudged = self._nudged, False
+        self._next_poll = now + (NUDGE_GAP if nudged else self.tick)
+        if nudged:
+            self._pumped = -math.inf
         if self._ready():
             self._guard(self._poll)
 
