@@ -752,9 +752,23 @@ export class ClusterTables {
     this._memoryVersion++;
   }
 
-  /** The worker of `address`, if listed. */
+  /**
+   * The worker of `address`, if listed (the first so listed): a lookup, not a search,
+   * since the task stream asks for every group of lanes in every frame.
+   */
   worker(address: string): IClusterWorker | undefined {
-    return this.workers.find(w => w.address === address);
+    const workers = this._workers;
+    if (this._byAddressOf !== workers || this._byAddressN !== workers.length) {
+      this._byAddress.clear();
+      for (const w of workers) {
+        if (!this._byAddress.has(w.address)) {
+          this._byAddress.set(w.address, w);
+        }
+      }
+      this._byAddressOf = workers;
+      this._byAddressN = workers.length;
+    }
+    return this._byAddress.get(address);
   }
 
   /** Memory of the workers summed (see sumMemory), each ending when it left. */
@@ -794,5 +808,8 @@ export class ClusterTables {
   }
 
   private _workers: IClusterWorker[] = [];
+  private _byAddress = new Map<string, IClusterWorker>();
+  private _byAddressOf: IClusterWorker[] | null = null;
+  private _byAddressN = -1;
   private _memoryVersion = 0;
 }

@@ -2,6 +2,9 @@
  * Level of detail for the task stream (pure, no DOM): per-lane arrays sorted by start,
  * binary search of the visible window, and sub-pixel tasks merged into per-pixel-column
  * runs, so a frame costs O(visible tasks + lanes x width) draws whatever the run's size.
+ * The task stream paints with paintLane, straight into its pixel buffer; laneRects and
+ * paintRects make and paint the same rectangles one step at a time (the reference
+ * paintLane is tested against).
  */
 
 import { Column } from './columns';
@@ -163,7 +166,11 @@ const BLOCK = 64;
 /** Tasks in one pixel column above which the column is summed, not iterated. */
 const DENSE = 16;
 
-/** Rectangles to draw for one frame, in pixels (x only; lanes give y). */
+/**
+ * Rectangles to draw for one frame, in pixels (x only; lanes give y). With `laneRects`
+ * and `paintRects`, the two-step path the task stream used before `paintLane`: kept as
+ * the reference `paintLane` is tested against (tests-ts/lod.test.ts), not used by views.
+ */
 export class RectBuffer {
   x0 = new Float32Array(1024);
   x1 = new Float32Array(1024);
@@ -285,6 +292,7 @@ export function laneRects(
     return;
   }
   const k = width / (v1 - v0);
+  const pixelTime = (v1 - v0) / width;
   const n = lane.length;
   const starts = lane.starts.data;
   const stops = lane.stops.data;
@@ -347,7 +355,7 @@ export function laneRects(
         );
       }
       col = c;
-      colEnd = v0 + (c + 1) / k;
+      colEnd = v0 + (c + 1) * pixelTime;
       cover = 0;
       best = -1;
       tasksInCol = 0;
@@ -467,6 +475,80 @@ export function decimate(
 }
 
 /**
+ * A decimated series (as IDecimated) in typed arrays kept from frame to frame: a view
+ * that draws many series reuses one and allocates nothing per frame.
+ */
+export class DecimatedBuffer {
+  x = new Float64Array(64);
+  min = new Float64Array(64);
+  max = new Float64Array(64);
+  last = new Float64Array(64);
+  /** Points (pixel columns) in use. */
+  length = 0;
+
+  /** Room for `n` points (keeps none). */
+  reserve(n: number): void {
+    if (n > this.x.length) {
+      const size = Math.max(n, this.x.length * 2);
+      this.x = new Float64Array(size);
+      this.min = new Float64Array(size);
+      this.max = new Float64Array(size);
+      this.last = new Float64Array(size);
+    }
+    this.length = 0;
+  }
+}
+
+/** decimate(), into `out` (its arrays reused): the same points. */
+export function decimateInto(
+  time: ArrayLike<number>,
+  values: ArrayLike<number>,
+  n: number,
+  v0: number,
+  v1: number,
+  width: number,
+  out: DecimatedBuffer
+): DecimatedBuffer {
+  out.length = 0;
+  if (n === 0 || !(v1 > v0) || width <= 0) {
+    return out;
+  }
+  const k = width / (v1 - v0);
+  const from = Math.max(0, lowerBound(time, n, v0) - 1);
+  const to = Math.min(n - 1, lowerBound(time, n, v1));
+  out.reserve(to - from + 1);
+  const xs = out.x;
+  const mins = out.min;
+  const maxs = out.max;
+  const lasts = out.last;
+  let j = -1;
+  let col = NaN;
+  for (let i = from; i <= to; i++) {
+    const x = (time[i] - v0) * k;
+    const c = x < 0 ? x : x > width ? x : Math.floor(x);
+    const v = values[i];
+    if (c === col) {
+      if (v < mins[j]) {
+        mins[j] = v;
+      }
+      if (v > maxs[j]) {
+        maxs[j] = v;
+      }
+      lasts[j] = v;
+    } else {
+      col = c;
+      j++;
+      xs[j] = c < 0 || c > width ? x : c;
+      mins[j] = v;
+      maxs[j] = v;
+      lasts[j] = v;
+    }
+  }
+  out.length = j + 1;
+  return out;
+}
+
+/**
  * The vertices of a step line through a decimated series, as (x, value) pairs: the value
  * holds until the next column, where the line runs across at the held value, then spans
  * the column's min..max vertically and leaves at its last value. (Joining a column's max
@@ -517,7 +599,7 @@ export function paintRects(
   palette: Uint32Array,
   groups: number
 ): void {
-  const { dpr, width, height, laneTop, laneBottom } = grid;
+  const { dpr, width, height, laneTop } = grid;
   for (let i = 0; i < buffer.length; i++) {
     let x0 = Math.round(buffer.x0[i] * dpr);
     let x1 = Math.round(buffer.x1[i] * dpr);
@@ -550,6 +632,15 @@ export function paintRects(
       pixels.fill(color, row + x0, row + x1);
     }
   }
+  copyLaneRows(pixels, grid);
+}
+
+/**
+ * Copy each lane's first row (`laneTop`) to its other rows (to `laneBottom`), whole: the
+ * lanes' rows must not hold anything else.
+ */
+export function copyLaneRows(pixels: Uint32Array, grid: IPixelGrid): void {
+  const { width, height, laneTop, laneBottom } = grid;
   for (let lane = 0; lane < laneTop.length; lane++) {
     const y0 = laneTop[lane];
     if (y0 < 0 || y0 >= height) {
@@ -561,4 +652,234 @@ export function paintRects(
       pixels.copyWithin(y * width, from, from + width);
     }
   }
+}
+
+/**
+ * Where paintLane paints (a pixel buffer, the row of the lane being painted, a palette
+ * as paintRects takes it) and what it counted: the rectangles laneRects would have made
+ * (`rects`, of which `marked` are of colour index `mark`) and the tasks visited. One is
+ * kept by a view and reused frame after frame: a frame allocates nothing.
+ */
+export class LanePainter {
+  pixels: Uint32Array = new Uint32Array(0);
+  /** Width of the pixel buffer (device pixels in a row). */
+  width = 0;
+  /** Device pixels per CSS pixel. */
+  dpr = 1;
+  /** `palette[group * 4 + level]`: packed colours, as paintRects takes them. */
+  palette: Uint32Array = new Uint32Array(4);
+  /** Colour indices of the palette (higher ones get the last). */
+  groups = 1;
+  /** Index in `pixels` of the first pixel of the row painted. */
+  offset = 0;
+  /** Rectangles painted (a task at least a pixel wide, or a run of merged columns). */
+  rects = 0;
+  /** Tasks visited. */
+  visited = 0;
+  /** The colour index counted in `marked` (-1: none). */
+  mark = -1;
+  /** Rectangles of colour index `mark`. */
+  marked = 0;
+
+  /** Zero the counts (before a frame). */
+  reset(): void {
+    this.rects = 0;
+    this.visited = 0;
+    this.marked = 0;
+  }
+
+  /**
+   * Paint [x0, x1) (CSS pixels) of the row at `offset` in colour `group` at opacity
+   * `level`, rounded and clipped as paintRects does.
+   */
+  fill(x0: number, x1: number, group: number, level: number): void {
+    this.rects++;
+    if (group === this.mark) {
+      this.marked++;
+    }
+    const dpr = this.dpr;
+    let a = Math.round(x0 * dpr);
+    let b = Math.round(x1 * dpr);
+    if (b <= a) {
+      b = a + 1;
+    }
+    if (a < 0) {
+      a = 0;
+    }
+    if (b > this.width) {
+      b = this.width;
+    }
+    if (a >= b) {
+      return;
+    }
+    const groups = this.groups;
+    const color =
+      this.palette[(group < groups ? group : groups - 1) * 4 + level];
+    const pixels = this.pixels;
+    const from = this.offset + a;
+    const to = this.offset + b;
+    if (b - a < 16) {
+      for (let x = from; x < to; x++) {
+        pixels[x] = color;
+      }
+    } else {
+      pixels.fill(color, from, to);
+    }
+  }
+}
+
+/**
+ * laneRects and paintRects in one pass, without the rectangles in between: paint lane
+ * `lane`'s tasks visible in [v0, v1] drawn `width` CSS pixels wide into the row of
+ * `painter` (same rectangles, same order, same pixels), counting them in `painter`.
+ * The merged columns of sub-pixel tasks are the bulk of a zoomed-out frame (a rectangle
+ * for nearly every pixel column of every lane): here each costs a few writes to the row.
+ */
+export function paintLane(
+  lane: LaneIndex,
+  groupOfRow: ArrayLike<number> | null,
+  v0: number,
+  v1: number,
+  width: number,
+  painter: LanePainter
+): void {
+  if (!(v1 > v0) || width <= 0 || lane.length === 0) {
+    return;
+  }
+  const k = width / (v1 - v0);
+  const pixelTime = (v1 - v0) / width;
+  const n = lane.length;
+  const starts = lane.starts.data;
+  const stops = lane.stops.data;
+  const rows = lane.rows.data;
+  const groups = lane.groups.data;
+  const cumulative = lane.cumulative.data;
+  const byRow = groupOfRow !== null;
+  // the pixel column being merged (-1: none), where it ends, and what it holds so far
+  let col = -1;
+  let colEnd = 0;
+  let cover = 0;
+  let best = -1;
+  let bestAt = -1;
+  // the last run of merged columns, not painted yet (runTo < 0: none): extendable while
+  // colour and opacity stay the same
+  let runFrom = 0;
+  let runTo = -1;
+  let runGroup = 0;
+  let runLevel = 0;
+  let dense = false;
+  let visited = 0;
+  let i = lane.firstVisible(v0);
+  while (i < n) {
+    const s = starts[i];
+    if (s > v1) {
+      break;
+    }
+    const e = stops[i];
+    visited++;
+    if (e < v0) {
+      i++;
+      continue;
+    }
+    const x0 = (s - v0) * k;
+    const x1 = (e - v0) * k;
+    if (x1 - x0 >= 1) {
+      if (col >= 0) {
+        // close the column (into the run), then the run: the wide task is painted next
+        const group = byRow ? groupOfRow[rows[bestAt]] : groups[bestAt];
+        const level = coverageLevel(cover);
+        if (runTo === col && runGroup === group && runLevel === level) {
+          runTo = col + 1;
+        } else {
+          if (runTo >= 0) {
+            painter.fill(runFrom, runTo, runGroup, runLevel);
+          }
+          runFrom = col;
+          runTo = col + 1;
+          runGroup = group;
+          runLevel = level;
+        }
+        col = -1;
+      }
+      if (runTo >= 0) {
+        painter.fill(runFrom, runTo, runGroup, runLevel);
+        runTo = -1;
+      }
+      // snapped to whole pixels
+      const a = Math.max(-1, Math.round(x0));
+      const b = Math.max(a + 1, Math.min(width + 1, Math.round(x1)));
+      painter.fill(a, b, byRow ? groupOfRow[rows[i]] : groups[i], 3);
+      i++;
+      continue;
+    }
+    // floor(x0) clamped to [0, width - 1] (truncation: x0 >= 0 there)
+    let c = x0 > 0 ? (x0 < width ? x0 | 0 : width) : 0;
+    if (c > width - 1) {
+      c = width - 1;
+    }
+    if (c !== col) {
+      if (col >= 0) {
+        const group = byRow ? groupOfRow[rows[bestAt]] : groups[bestAt];
+        const level = coverageLevel(cover);
+        if (runTo === col && runGroup === group && runLevel === level) {
+          runTo = col + 1;
+        } else {
+          if (runTo >= 0) {
+            painter.fill(runFrom, runTo, runGroup, runLevel);
+          }
+          runFrom = col;
+          runTo = col + 1;
+          runGroup = group;
+          runLevel = level;
+        }
+      }
+      col = c;
+      colEnd = v0 + (c + 1) * pixelTime;
+      cover = 0;
+      best = -1;
+      // tasks start in order: a column with no DENSE tasks after its first has none
+      // after any other of its tasks either (laneRects asks at every task)
+      dense = i + DENSE < n && starts[i + DENSE] < colEnd;
+    }
+    // a dense column: sum its tasks (prefix sums) instead of visiting them one by one,
+    // unless one of them is wide enough to be drawn on its own
+    if (dense && i + DENSE < n && starts[i + DENSE] < colEnd) {
+      const j = lowerBound(starts, n, colEnd, i + DENSE);
+      if (lane.maxDurationIn(i, j) * k < 1) {
+        cover += (cumulative[j] - cumulative[i]) * k;
+        if (best < 0.5) {
+          best = 0.5;
+          bestAt = (i + j) >>> 1;
+        }
+        i = j;
+        continue;
+      }
+    }
+    const w = x1 - x0;
+    cover += w;
+    if (w > best) {
+      best = w;
+      bestAt = i;
+    }
+    i++;
+  }
+  if (col >= 0) {
+    const group = byRow ? groupOfRow[rows[bestAt]] : groups[bestAt];
+    const level = coverageLevel(cover);
+    if (runTo === col && runGroup === group && runLevel === level) {
+      runTo = col + 1;
+    } else {
+      if (runTo >= 0) {
+        painter.fill(runFrom, runTo, runGroup, runLevel);
+      }
+      runFrom = col;
+      runTo = col + 1;
+      runGroup = group;
+      runLevel = level;
+    }
+  }
+  if (runTo >= 0) {
+    painter.fill(runFrom, runTo, runGroup, runLevel);
+  }
+  painter.visited += visited;
 }

@@ -240,6 +240,9 @@ describe('cluster tables: the model applies protocol 1.2 messages', () => {
     });
     feed(model, msg([clusterWorker('tcp://a:1'), clusterWorker('tcp://a:2')]));
     assert.equal(model.current!.summary().clusterWorkers, '2');
+    // looked up before the list is replaced: the lookup follows the new list
+    assert.equal(model.current!.tables.worker('tcp://a:2')!.left, null);
+    assert.equal(model.current!.tables.worker('tcp://a:3'), undefined);
     feed(
       model,
       msg([
@@ -251,6 +254,17 @@ describe('cluster tables: the model applies protocol 1.2 messages', () => {
     const run = model.current!;
     assert.equal(run.summary().clusterWorkers, '2 (+1 joined, 1 lost)');
     assert.equal(run.tables.worker('tcp://a:2')!.left, 2.5);
+    assert.equal(run.tables.worker('tcp://a:3')!.joined, 2.6);
+    // an address listed twice: the first entry, as a search of the list finds
+    feed(
+      model,
+      msg([
+        clusterWorker('tcp://a:4', { name: 'first' }),
+        clusterWorker('tcp://a:4', { name: 'second' })
+      ])
+    );
+    assert.equal(run.tables.worker('tcp://a:4')!.name, 'first');
+    assert.equal(run.tables.worker('tcp://a:1'), undefined);
   });
 
   it('a run started again (replay) starts with empty tables', () => {

@@ -2,12 +2,17 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import {
+  copyLaneRows,
   decimate,
+  DecimatedBuffer,
+  decimateInto,
   drawOrder,
   LaneIndex,
+  LanePainter,
   laneRects,
   lowerBound,
   packPixel,
+  paintLane,
   paintRects,
   RectBuffer,
   stepVertices
@@ -289,5 +294,188 @@ describe("lod: the lane's own groups", () => {
     for (let i = 0; i < lane.length; i++) {
       assert.equal(lane.groups.data[i], groups[lane.rows.data[i]]);
     }
+  });
+});
+
+describe('lod: paintLane', () => {
+  /** A seeded generator of numbers in [0, 1). */
+  function random(seed: number): () => number {
+    return () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+  }
+
+  /**
+   * Lanes of sub-pixel tasks (sparse and dense runs of them), tasks a few pixels wide and
+   * long ones, some in the same columns; the rows' groups in a run-wide column.
+   */
+  function lanes(count: number, seed: number) {
+    const rand = random(seed);
+    const out: LaneIndex[] = [];
+    const groupOfRow: number[] = [];
+    let row = 0;
+    for (let l = 0; l < count; l++) {
+      const lane = new LaneIndex();
+      let t = rand();
+      for (let i = 0; i < 3000; i++) {
+        const r = rand();
+        const d = r < 0.01 ? 1 + 3 * rand() : r < 0.2 ? 0.05 * rand() : 0.002;
+        const group = Math.floor(rand() * 7);
+        groupOfRow.push((group + 3) % 7);
+        lane.push(row++, t, t + d, group);
+        // bursts of back-to-back tiny tasks (dense columns), gaps now and then
+        t +=
+          rand() < 0.2 ? 0.0002 : rand() < 0.05 ? 0.5 * rand() : 0.004 * rand();
+      }
+      out.push(lane);
+    }
+    return { lanes: out, groupOfRow: Uint16Array.from(groupOfRow) };
+  }
+
+  /** laneRects then paintRects, as the task stream drew before paintLane. */
+  function reference(
+    ls: LaneIndex[],
+    groupOfRow: ArrayLike<number> | null,
+    v0: number,
+    v1: number,
+    plotW: number,
+    grid: { dpr: number; width: number; height: number; laneTop: Int32Array },
+    palette: Uint32Array,
+    groups: number
+  ): { pixels: Uint32Array; out: RectBuffer } {
+    const out = new RectBuffer();
+    ls.forEach((lane, i) => laneRects(lane, i, groupOfRow, v0, v1, plotW, out));
+    const pixels = new Uint32Array(grid.width * grid.height);
+    const laneBottom = grid.laneTop.map(y => y + 1);
+    paintRects(out, pixels, { ...grid, laneBottom }, palette, groups);
+    return { pixels, out };
+  }
+
+  it('paints the pixels laneRects and paintRects paint, and counts their rectangles', () => {
+    const { lanes: ls, groupOfRow } = lanes(4, 11);
+    const groups = 6; // group 6 is clamped to the last colour, as paintRects does
+    const palette = Uint32Array.from({ length: groups * 4 }, (_, i) => i + 1);
+    const lo = ls[0].starts.data[0];
+    const hi = ls[0].stops.data[ls[0].length - 1];
+    const painter = new LanePainter();
+    let dense = 0;
+    let wide = 0;
+    for (const [a, b, plotW, dpr] of [
+      [lo, hi, 300, 1], // many tasks per column, dense ones summed
+      [lo, hi, 927.5, 1.25], // a fractional width and pixel ratio
+      [lo + (hi - lo) * 0.3, lo + (hi - lo) * 0.32, 800, 2],
+      [lo + 1, lo + 1.05, 500, 1], // wide tasks among sub-pixel ones
+      [lo - 5, lo + 0.5, 640, 0.75], // the run starts inside the window
+      [hi - 0.2, hi + 3, 200, 1]
+    ]) {
+      const width = Math.round(plotW * dpr);
+      const grid = {
+        dpr,
+        width,
+        height: ls.length,
+        laneTop: Int32Array.from(ls, (_, i) => i)
+      };
+      for (const byRow of [null, groupOfRow]) {
+        const want = reference(ls, byRow, a, b, plotW, grid, palette, groups);
+        painter.pixels = new Uint32Array(width * ls.length);
+        painter.width = width;
+        painter.dpr = dpr;
+        painter.palette = palette;
+        painter.groups = groups;
+        painter.mark = 2;
+        painter.reset();
+        ls.forEach((lane, i) => {
+          painter.offset = i * width;
+          paintLane(lane, byRow, a, b, plotW, painter);
+        });
+        assert.deepEqual(painter.pixels, want.pixels, `[${a}, ${b}] ${plotW}`);
+        assert.equal(painter.rects, want.out.length);
+        assert.equal(painter.visited, want.out.visited);
+        const groupsOf = want.out.group.subarray(0, want.out.length);
+        assert.equal(painter.marked, groupsOf.filter(g => g === 2).length);
+        // the cases exercise summed columns (tasks not visited) and tasks drawn on
+        // their own (opacity level 3)
+        const shown = ls.reduce(
+          (sum, lane) =>
+            sum +
+            lane.starts
+              .view()
+              .filter((s, i) => s <= b && lane.stops.data[i] >= a).length,
+          0
+        );
+        dense += want.out.visited < shown ? 1 : 0;
+        wide += want.out.level.subarray(0, want.out.length).includes(3) ? 1 : 0;
+      }
+    }
+    assert.ok(dense > 0 && wide > 0);
+  });
+
+  it('fills clipped to its row and counts the rectangles of one colour', () => {
+    const p = new LanePainter();
+    p.pixels = new Uint32Array(2 * 6);
+    p.width = 6;
+    p.palette = Uint32Array.from({ length: 8 }, (_, i) => 10 + i);
+    p.groups = 2;
+    p.mark = 1;
+    p.offset = 6; // the second row
+    p.fill(-1, 2, 0, 3); // clipped on the left
+    p.fill(3, 3.2, 1, 0); // thinner than a pixel: one pixel
+    p.fill(5, 9, 5, 1); // clipped on the right; group 5 gets the last colour
+    p.fill(7, 8, 0, 0); // outside: counted, not painted
+    assert.deepEqual(
+      Array.from(p.pixels),
+      [0, 0, 0, 0, 0, 0, 13, 13, 0, 14, 0, 15]
+    );
+    assert.deepEqual([p.rects, p.marked], [4, 1]);
+    p.reset();
+    assert.deepEqual([p.rects, p.marked, p.visited], [0, 0, 0]);
+  });
+
+  it("copies each lane's first row to its other rows", () => {
+    const pixels = Uint32Array.from([1, 2, 0, 0, 0, 0, 3, 4, 0, 0]);
+    copyLaneRows(pixels, {
+      dpr: 1,
+      width: 2,
+      height: 5,
+      laneTop: [0, 3, 9],
+      laneBottom: [3, 9, 10]
+    });
+    assert.deepEqual(Array.from(pixels), [1, 2, 1, 2, 1, 2, 3, 4, 3, 4]);
+  });
+});
+
+describe('decimateInto', () => {
+  it('keeps the points decimate keeps, in arrays reused from call to call', () => {
+    const n = 5000;
+    let seed = 3;
+    const rand = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    let t = 0;
+    const time = Float64Array.from({ length: n }, () => (t += rand() * 0.01));
+    const values = Float64Array.from({ length: n }, () => rand() * 100);
+    const out = new DecimatedBuffer();
+    for (const [v0, v1, width] of [
+      [0, t, 900],
+      [t * 0.2, t * 0.21, 900],
+      [-1, t + 1, 100],
+      [t * 0.5, t * 0.9, 3000],
+      [t + 1, t + 2, 100],
+      [0, t, 0]
+    ]) {
+      const want = decimate(time, values, n, v0, v1, width);
+      const got = decimateInto(time, values, n, v0, v1, width, out);
+      assert.equal(got, out);
+      const view = (a: Float64Array) => Array.from(a.subarray(0, out.length));
+      assert.deepEqual(
+        [view(out.x), view(out.min), view(out.max), view(out.last)],
+        [want.x, want.min, want.max, want.last]
+      );
+    }
+    const arrays = out.x;
+    decimateInto(time, values, n, 0, t, 200, out);
+    assert.equal(out.x, arrays); // no new arrays for fewer points
   });
 });

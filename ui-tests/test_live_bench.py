@@ -10,8 +10,10 @@ from typing import Any
 
 from helpers import (
     enable_test_hook,
+    hover_task,
     open_notebook_in_workspace,
     open_panel,
+    settle,
     synthetic_cluster_run,
     synthetic_run,
     wait_data,
@@ -79,6 +81,34 @@ async () => {
   vp.reset();
   const viewP95 = Object.fromEntries(Object.entries(viewMs).map(([k, a]) => [k, Math.round(stats(a).p95 * 10) / 10]));
   return {draw: stats(draw), drawFirstPass: cold, slowest: draw.map((d, i) => [Math.round(d), i, rects[i], visited[i]]).sort((a, b) => b[0] - a[0]).slice(0, 5), frames: stats(frames), viewP95, maxRects: Math.max(...rects), maxVisited: Math.max(...visited), maxActionRects: Math.max(...actions), fullViewDraw: draw[0], lanes: Number(stream.canvas.dataset.lanes), laneGroups: Number(stream.canvas.dataset.groups)};
+}
+"""
+
+
+REPAINT_JS = """
+() => {
+  const panel = window.daskprofileTestHook.panel, stream = panel.taskStream, vp = panel.viewport;
+  const d = stream.canvas.dataset;
+  stream.render();
+  const [painted, rects, visited] = [Number(d.painted), d.rects, d.visited];
+  stream.render();
+  const sameView = {painted: Number(d.painted) - painted, rects: d.rects === rects, visited: d.visited === visited};
+  // a change of the model the pixels do not depend on (a task's key came), then one they do
+  const model = stream._model;
+  model._mark('keys');
+  model.flush();
+  stream.render();
+  const keys = Number(d.painted) - painted;
+  model._mark('summary');
+  model.flush();
+  stream.render();
+  const summary = Number(d.painted) - painted - keys;
+  const before = Number(d.painted);
+  vp.pan((vp.end - vp.start) * 0.01);
+  stream.render();
+  const panned = Number(d.painted) - before;
+  vp.reset();
+  return {sameView, keys, summary, panned};
 }
 """
 
@@ -154,3 +184,15 @@ def test_cluster_one_million_tasks_with_actions_pan_zoom_frame_time(
     # a p95 <= 33 ms; a p95 swings with other processes' load, a median far less)
     assert result["frames"]["median"] < 100
     assert result["draw"]["median"] < 200
+    # a frame for the same view (hover, a tooltip's key arriving) puts the last frame's
+    # pixels again, with its counts; a pan paints anew
+    again = page.evaluate(REPAINT_JS)
+    assert again["sameView"] == {"painted": 0, "rects": True, "visited": True}, again
+    assert (again["keys"], again["summary"], again["panned"]) == (0, 1, 1), again
+    settle(page)
+    stream = page.locator(".jp-DaskProfile-taskStream canvas")
+    painted = int(stream.get_attribute("data-painted") or 0)
+    text = hover_task(page, "", "worker")
+    settle(page)
+    assert "tcp://10.0.0." in text
+    assert int(stream.get_attribute("data-painted") or 0) == painted

@@ -6,7 +6,7 @@
  */
 
 import { formatBytes, formatPercent, niceTicks } from '../format';
-import { decimate, IDecimated, stepVertices } from '../lod';
+import { decimate, DecimatedBuffer, decimateInto, stepVertices } from '../lod';
 import { ChangeKind, ProfileModel, ResourceSeries, RunData } from '../model';
 import { CanvasView, GUTTER } from './canvas';
 import { TimeViewport } from './viewport';
@@ -15,6 +15,9 @@ const CPU_COLOR = '#1f77b4';
 const MEMORY_COLOR = '#d62728';
 /** Opacity of a worker process's lines (lighter than the total's). */
 const SOURCE_ALPHA = 0.75;
+/** Dashes of a worker process's memory line, and none (its CPU line). */
+const DASH = [4, 3];
+const SOLID: number[] = [];
 /** Most worker processes named in the legend. */
 const MAX_LEGEND_SOURCES = 40;
 
@@ -38,24 +41,29 @@ export function sourceColor(index: number): string {
   return SOURCE_PALETTE[index % SOURCE_PALETTE.length];
 }
 
-/** Draw a decimated series as a line through each column's min/max envelope. */
+/**
+ * Draw a decimated series as a line through each column's min/max envelope, at
+ * y = `base - v * scale`.
+ */
 function drawSeries(
   ctx: CanvasRenderingContext2D,
-  d: IDecimated,
+  d: DecimatedBuffer,
   x0: number,
-  y: (v: number) => number
+  base: number,
+  scale: number
 ): void {
   ctx.beginPath();
-  for (let i = 0; i < d.x.length; i++) {
-    const x = x0 + d.x[i];
+  const { x, min, max, last } = d;
+  for (let i = 0; i < d.length; i++) {
+    const px = x0 + x[i];
     if (i === 0) {
-      ctx.moveTo(x, y(d.min[i]));
+      ctx.moveTo(px, base - min[i] * scale);
     } else {
-      ctx.lineTo(x, y(d.min[i]));
+      ctx.lineTo(px, base - min[i] * scale);
     }
-    if (d.max[i] !== d.min[i]) {
-      ctx.lineTo(x, y(d.max[i]));
-      ctx.lineTo(x, y(d.last[i]));
+    if (max[i] !== min[i]) {
+      ctx.lineTo(px, base - max[i] * scale);
+      ctx.lineTo(px, base - last[i] * scale);
     }
   }
   ctx.stroke();
@@ -176,7 +184,7 @@ export class ResourcesView extends TimeSeriesView {
     this.drawGrid(ctx, plotW, height);
     this.drawSelection(ctx, plotW, height);
     const theme = this.theme;
-    const sources = run ? run.sources() : [];
+    const sources = this._sources(run);
     this._updateLegend(sources);
     const n = run?.resourceCount ?? 0;
     if (!run || (n === 0 && sources.length === 0)) {
@@ -190,8 +198,10 @@ export class ResourcesView extends TimeSeriesView {
     const { maxCpu, maxMem } = this._maxima(run);
     const top = 4;
     const h = height - top - 2;
-    const yCpu = (v: number) => top + h - (v / maxCpu) * h;
-    const yMem = (v: number) => top + h - (v / maxMem) * h;
+    // y = base - v * scale: top + h at 0, top at the scale's maximum
+    const base = top + h;
+    const cpu = h / maxCpu;
+    const mem = h / maxMem;
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, 0, plotW, height);
@@ -200,20 +210,28 @@ export class ResourcesView extends TimeSeriesView {
     // each worker process under the total: thin, lighter, its own colour
     ctx.lineWidth = 1;
     ctx.globalAlpha = SOURCE_ALPHA;
-    for (const [i, [, series]] of sources.entries()) {
+    for (let i = 0; i < sources.length; i++) {
+      const series = sources[i][1];
       ctx.strokeStyle = sourceColor(i);
-      ctx.setLineDash([]);
-      points += this._line(ctx, series, series.cpu.data, plotW, yCpu);
-      ctx.setLineDash([4, 3]);
-      points += this._line(ctx, series, series.memory.data, plotW, yMem);
+      ctx.setLineDash(SOLID);
+      points += this._line(ctx, series, series.cpu.data, plotW, base, cpu);
+      ctx.setLineDash(DASH);
+      points += this._line(ctx, series, series.memory.data, plotW, base, mem);
     }
     ctx.setLineDash([]);
     ctx.globalAlpha = 1;
     ctx.lineWidth = 1.5;
     ctx.strokeStyle = theme.dark ? '#6baed6' : CPU_COLOR;
-    points += this._line(ctx, run.resources, run.resCpu.data, plotW, yCpu);
+    points += this._line(ctx, run.resources, run.resCpu.data, plotW, base, cpu);
     ctx.strokeStyle = theme.dark ? '#fc8d59' : MEMORY_COLOR;
-    points += this._line(ctx, run.resources, run.resMemory.data, plotW, yMem);
+    points += this._line(
+      ctx,
+      run.resources,
+      run.resMemory.data,
+      plotW,
+      base,
+      mem
+    );
     ctx.restore();
     ctx.textBaseline = 'top';
     ctx.fillStyle = theme.dark ? '#6baed6' : CPU_COLOR;
@@ -227,22 +245,49 @@ export class ResourcesView extends TimeSeriesView {
     this.canvas.dataset.sources = String(sources.length);
   }
 
-  /** Draw one column of `series` decimated to the plot's width; returns the points. */
+  /**
+   * Stroke one column of `series` decimated to the plot's width (into arrays kept from
+   * frame to frame); returns the points.
+   */
   private _line(
     ctx: CanvasRenderingContext2D,
     series: ResourceSeries,
     values: ArrayLike<number>,
     plotW: number,
-    y: (v: number) => number
+    base: number,
+    scale: number
   ): number {
     const n = series.length;
     if (n === 0) {
       return 0;
     }
     const { start, end } = this.viewport;
-    const d = decimate(series.time.data, values, n, start, end, plotW);
-    drawSeries(ctx, d, GUTTER, y);
-    return d.x.length;
+    const d = decimateInto(
+      series.time.data,
+      values,
+      n,
+      start,
+      end,
+      plotW,
+      this._decimated
+    );
+    drawSeries(ctx, d, GUTTER, base, scale);
+    return d.length;
+  }
+
+  /** The worker processes in label order (sorted again only when one is added). */
+  private _sources(run: RunData | null): [string, ResourceSeries][] {
+    if (!run) {
+      return [];
+    }
+    if (
+      run !== this._sourcesRun ||
+      run.resourceSources.size !== this._sourcesList.length
+    ) {
+      this._sourcesRun = run;
+      this._sourcesList = run.sources();
+    }
+    return this._sourcesList;
   }
 
   /** Scales: the total's maxima, or a worker process's when larger. */
@@ -296,6 +341,9 @@ export class ResourcesView extends TimeSeriesView {
   }
 
   private _legendKey = '';
+  private _decimated = new DecimatedBuffer();
+  private _sourcesRun: RunData | null = null;
+  private _sourcesList: [string, ResourceSeries][] = [];
 }
 
 /** Cache occupancy per task group, as step lines coloured by group. */

@@ -24,11 +24,11 @@ import {
 import { formatDuration, formatTick, niceTicks } from '../format';
 import { parseCssColor, parseHex, RGB } from '../colors';
 import {
-  laneRects,
+  copyLaneRows,
+  LanePainter,
   LEVEL_ALPHA,
   packPixel,
-  paintRects,
-  RectBuffer
+  paintLane
 } from '../lod';
 import {
   absences,
@@ -74,6 +74,33 @@ function laneWorkers(run: RunData): ILaneWorker[] {
   );
 }
 
+/** Changes of the model the task stream's pixels do not depend on (a key fetched...). */
+const UNPAINTED: ReadonlySet<ChangeKind> = new Set<ChangeKind>([
+  'keys',
+  'stacks',
+  'state',
+  'error'
+]);
+
+/** What a frame's pixels depend on: the same, the same pixels. */
+interface IPaintKey {
+  /** Changes of the model seen (any change paints anew). */
+  version: number;
+  run: RunData;
+  v0: number;
+  v1: number;
+  plotW: number;
+  /** Size of the pixel buffer and the device pixel ratio. */
+  width: number;
+  height: number;
+  dpr: number;
+  layout: ILaneLayout;
+  theme: unknown;
+  /** The palettes (the same arrays while the colours are the same). */
+  taskPalette: Uint32Array;
+  actionPalette: Uint32Array;
+}
+
 /** Options of the task stream (from the settings registry). */
 export interface ITaskStreamOptions {
   /** Tallest a lane gets, in CSS pixels. */
@@ -103,7 +130,7 @@ export class TaskStreamView extends CanvasView {
 
   /** Rectangles in the last frame. */
   get rectCount(): number {
-    return this._rects.length;
+    return this._counts.rects;
   }
 
   dispose(): void {
@@ -139,8 +166,10 @@ export class TaskStreamView extends CanvasView {
     const run = this._model.current;
     const theme = this.theme;
     const plotW = width - GUTTER;
-    this._rects.clear();
+    const counts = this._counts;
     if (!run || plotW <= 0) {
+      counts.rects = counts.dimmed = counts.actions = counts.visited = 0;
+      this._painted = null;
       this._layout = layoutLanes([]);
       this._geometry = laneGeometry(this._layout, 0, 0);
       ctx.fillStyle = theme.muted;
@@ -160,23 +189,7 @@ export class TaskStreamView extends CanvasView {
     this._geometry = geometry;
     this._drawAxis(ctx, v0, v1, plotW, height);
 
-    const groupOf = this._groupsShown(run);
-    layout.order.forEach((worker, i) => {
-      const lane = run.laneIndex.get(worker);
-      if (lane) {
-        laneRects(lane, i, groupOf, v0, v1, plotW, this._rects);
-      }
-    });
-    const actions = run.tables.actions;
-    this._actionRects.clear();
-    layout.order.forEach((worker, i) => {
-      const lane = actions.lanes.get(worker);
-      if (lane) {
-        laneRects(lane, i, null, v0, v1, plotW, this._actionRects);
-      }
-    });
-    const buffer = this._rects;
-    this._paint(ctx, run, v0, v1, plotW, geometry);
+    this._paint(ctx, run, layout, v0, v1, plotW, geometry);
     ctx.save();
     ctx.beginPath();
     ctx.rect(GUTTER, AXIS, plotW, height - AXIS);
@@ -188,26 +201,29 @@ export class TaskStreamView extends CanvasView {
     ctx.restore();
     this._drawLaneLabels(ctx, layout, geometry);
     this._drawGroups(ctx, run, layout, geometry, width);
-    this.canvas.dataset.rects = String(buffer.length);
+    this.canvas.dataset.rects = String(counts.rects);
     this._countDimmed(run);
-    this.canvas.dataset.actions = String(this._actionRects.length);
+    this.canvas.dataset.actions = String(counts.actions);
     this.canvas.dataset.left = String(absent.left);
     this.canvas.dataset.joined = String(absent.joined.length);
     this.canvas.dataset.joinedWorkers = absent.joined.join(' ');
     this.canvas.dataset.reruns = String(reruns);
     this.canvas.dataset.lanes = String(layout.order.length);
     this.canvas.dataset.groups = String(layout.groups.length);
-    this.canvas.dataset.visited = String(buffer.visited);
+    this.canvas.dataset.visited = String(counts.visited);
+    this.canvas.dataset.painted = String(this._paints);
     this.canvas.dataset.view = `${v0},${v1}`;
   }
 
   /**
-   * The plot area as pixels: background, grid lines, then every rectangle, written into
-   * an ImageData and put on the canvas in one call.
+   * The plot area as pixels: background, grid lines, then the tasks of each lane on
+   * screen and its actions along the lane's bottom, painted straight into an ImageData
+   * (lod.paintLane: no rectangle in between, no allocation) put on the canvas in one call.
    */
   private _paint(
     ctx: CanvasRenderingContext2D,
     run: RunData,
+    layout: ILaneLayout,
     v0: number,
     v1: number,
     plotW: number,
@@ -228,8 +244,46 @@ export class TaskStreamView extends CanvasView {
     }
     const pixels = this._pixels!;
     const theme = this.theme;
-    const bg = parseCssColor(theme.background) ?? [255, 255, 255];
-    const gridRgb = parseCssColor(theme.grid) ?? bg;
+    const bg = this._rgb(theme.background) ?? [255, 255, 255];
+    const dims = this._dims(run);
+    const dim = Math.max(1, run.groups.length); // the colour of other spans' tasks
+    const groups = dim + (dims ? 1 : 0);
+    const taskPalette = this._taskPalette(run, groups, dim, bg);
+    const actions = run.tables.actions;
+    const kinds = Math.max(1, actions.counts.length);
+    const actionPalette = this._cachedPalette(
+      this._actionPalette,
+      kinds,
+      actionColor,
+      bg
+    );
+    // the same frame as the last one painted, but for what is drawn over it (hover,
+    // selection): its pixels again, as they are
+    const key: IPaintKey = {
+      version: this._modelVersion,
+      run,
+      v0,
+      v1,
+      plotW,
+      width,
+      height: h,
+      dpr,
+      layout,
+      theme,
+      taskPalette,
+      actionPalette
+    };
+    const last = this._painted;
+    if (
+      last !== null &&
+      (Object.keys(key) as (keyof IPaintKey)[]).every(k => key[k] === last[k])
+    ) {
+      ctx.putImageData(this._image, px, py);
+      return;
+    }
+    this._painted = key;
+    this._paints++;
+    const gridRgb = this._rgb(theme.grid) ?? bg;
     pixels.fill(packPixel(bg[0], bg[1], bg[2]));
     const gridPixel = packPixel(gridRgb[0], gridRgb[1], gridRgb[2]);
     for (const t of niceTicks(v0, v1, Math.max(2, Math.floor(plotW / 90)))) {
@@ -243,51 +297,99 @@ export class TaskStreamView extends CanvasView {
     const { tops, laneHeight: laneH } = geometry;
     const lanes = tops.length;
     const gap = laneH > 6 ? 1 : 0;
-    const laneTop = new Int32Array(lanes);
-    const laneBottom = new Int32Array(lanes);
+    if (this._laneTop.length !== lanes) {
+      this._laneTop = new Int32Array(lanes);
+      this._laneBottom = new Int32Array(lanes);
+      this._bandTop = new Int32Array(lanes);
+    }
+    const laneTop = this._laneTop;
+    const laneBottom = this._laneBottom;
+    const bandTop = this._bandTop;
     for (let l = 0; l < lanes; l++) {
       laneTop[l] = Math.round(tops[l] * dpr);
       laneBottom[l] = Math.max(
         laneTop[l] + 1,
         Math.round((tops[l] + laneH - gap) * dpr)
       );
+      // the action band, along the bottom of the lane
+      const band = Math.max(
+        1,
+        Math.round((laneBottom[l] - laneTop[l]) * ACTION_BAND)
+      );
+      bandTop[l] = Math.max(laneTop[l], laneBottom[l] - band);
     }
-    const dim = Math.max(1, run.groups.length); // the colour of other spans' tasks
-    const groups = dim + (this._dims(run) ? 1 : 0);
-    const faint = dimColor(parseCssColor(theme.muted) ?? [128, 128, 128], bg);
-    const palette = this._palette(
+    const painter = this._painter;
+    painter.pixels = pixels;
+    painter.width = width;
+    painter.dpr = dpr;
+    painter.palette = taskPalette;
+    painter.groups = groups;
+    painter.mark = dims ? dim : -1;
+    painter.reset();
+    const groupOf = this._groupsShown(run);
+    const order = layout.order;
+    for (let l = 0; l < lanes; l++) {
+      const lane = run.laneIndex.get(order[l]);
+      // a lane off the buffer is not painted, nor its tasks visited
+      if (lane && laneTop[l] >= 0 && laneTop[l] < h) {
+        painter.offset = laneTop[l] * width;
+        paintLane(lane, groupOf, v0, v1, plotW, painter);
+      }
+    }
+    const grid = { dpr, width, height: h, laneTop, laneBottom };
+    copyLaneRows(pixels, grid);
+    const counts = this._counts;
+    counts.rects = painter.rects;
+    counts.dimmed = painter.marked;
+    counts.visited = painter.visited;
+    counts.actions = 0;
+    if (actions.lanes.size > 0) {
+      // over the tasks (band rows are copied whole: they already hold the task pixels)
+      painter.palette = actionPalette;
+      painter.groups = kinds;
+      painter.mark = -1;
+      painter.reset();
+      for (let l = 0; l < lanes; l++) {
+        const lane = actions.lanes.get(order[l]);
+        if (lane && bandTop[l] >= 0 && bandTop[l] < h) {
+          painter.offset = bandTop[l] * width;
+          paintLane(lane, null, v0, v1, plotW, painter);
+        }
+      }
+      counts.actions = painter.rects;
+      copyLaneRows(pixels, { ...grid, laneTop: bandTop });
+    }
+    ctx.putImageData(this._image, px, py);
+  }
+
+  /** A theme colour as RGB, parsed once per theme. */
+  private _rgb(color: string): RGB | null {
+    if (this._rgbFor !== this.theme) {
+      this._rgbFor = this.theme;
+      this._rgbCache.clear();
+    }
+    let rgb = this._rgbCache.get(color);
+    if (rgb === undefined) {
+      rgb = parseCssColor(color);
+      this._rgbCache.set(color, rgb);
+    }
+    return rgb;
+  }
+
+  /** The groups' colours, then the faint colour of the dimmed tasks (index `dim`). */
+  private _taskPalette(
+    run: RunData,
+    groups: number,
+    dim: number,
+    bg: RGB
+  ): Uint32Array {
+    const faint = dimColor(this._rgb(this.theme.muted) ?? [128, 128, 128], bg);
+    return this._cachedPalette(
+      this._groupPalette,
       groups,
       g => (g === dim ? faint : run.group(g).color),
       bg
     );
-    paintRects(
-      this._rects,
-      pixels,
-      { dpr, width, height: h, laneTop, laneBottom },
-      palette,
-      groups
-    );
-    if (this._actionRects.length > 0) {
-      // along the bottom of each lane, over the tasks (painted rows are copied whole:
-      // the band's rows already hold the same task pixels)
-      const bandTop = new Int32Array(lanes);
-      for (let l = 0; l < lanes; l++) {
-        const band = Math.max(
-          1,
-          Math.round((laneBottom[l] - laneTop[l]) * ACTION_BAND)
-        );
-        bandTop[l] = Math.max(laneTop[l], laneBottom[l] - band);
-      }
-      const kinds = Math.max(1, run.tables.actions.counts.length);
-      paintRects(
-        this._actionRects,
-        pixels,
-        { dpr, width, height: h, laneTop: bandTop, laneBottom },
-        this._palette(kinds, actionColor, bg),
-        kinds
-      );
-    }
-    ctx.putImageData(this._image, px, py);
   }
 
   /** Whether some rows are dimmed (a span or a finding is picked). */
@@ -336,17 +438,33 @@ export class TaskStreamView extends CanvasView {
    * the kind of the finding picked ('' when none).
    */
   private _countDimmed(run: RunData): void {
-    const rects = this._rects;
-    const dim = this._dims(run) ? Math.max(1, run.groups.length) : -1;
+    const { rects, dimmed } = this._counts;
     this.canvas.dataset.highlight = this._model.highlightMask(run)
       ? (this._model.highlight?.kind ?? '')
       : '';
-    let dimmed = 0;
-    for (let i = 0; i < rects.length; i++) {
-      dimmed += rects.group[i] === dim ? 1 : 0;
-    }
-    this.canvas.dataset.shown = String(rects.length - dimmed);
+    this.canvas.dataset.shown = String(rects - dimmed);
     this.canvas.dataset.dimmed = String(dimmed);
+  }
+
+  /**
+   * The palette of `count` colours (`color(i)`) blended with `bg`, from `cache` while
+   * the colours and the background are the same (a frame then builds none).
+   */
+  private _cachedPalette(
+    cache: { key: string; palette: Uint32Array },
+    count: number,
+    color: (i: number) => string,
+    bg: RGB
+  ): Uint32Array {
+    let key = `${bg[0]},${bg[1]},${bg[2]}`;
+    for (let g = 0; g < count; g++) {
+      key += `|${color(g)}`;
+    }
+    if (cache.key !== key) {
+      cache.key = key;
+      cache.palette = this._palette(count, color, bg);
+    }
+    return cache.palette;
   }
 
   /** Packed colours per (colour index, opacity level), blended with the background. */
@@ -726,6 +844,9 @@ export class TaskStreamView extends CanvasView {
   // ------------------------------------------------------------------ events
 
   private _onModel(_: ProfileModel, changes: Set<ChangeKind>): void {
+    if ([...changes].some(c => !UNPAINTED.has(c))) {
+      this._modelVersion++; // the next frame is painted anew
+    }
     if (changes.has('current')) {
       this._hoverRow = -1;
       this._hoverAction = -1;
@@ -984,7 +1105,21 @@ export class TaskStreamView extends CanvasView {
   private _model: ProfileModel;
   private _viewport: TimeViewport;
   private _tooltip: Tooltip;
-  private _rects = new RectBuffer();
+  private _painter = new LanePainter();
+  /** What the pixels in `_image` were painted for (null: nothing yet). */
+  private _painted: IPaintKey | null = null;
+  /** Frames painted (the others put the last one's pixels again). */
+  private _paints = 0;
+  /** Changes of the model seen. */
+  private _modelVersion = 0;
+  private _counts = { rects: 0, dimmed: 0, actions: 0, visited: 0 };
+  private _laneTop = new Int32Array(0);
+  private _laneBottom = new Int32Array(0);
+  private _bandTop = new Int32Array(0);
+  private _groupPalette = { key: '', palette: new Uint32Array(0) };
+  private _actionPalette = { key: '', palette: new Uint32Array(0) };
+  private _rgbFor: unknown = null;
+  private _rgbCache = new Map<string, RGB | null>();
   private _image: ImageData | null = null;
   private _pixels: Uint32Array | null = null;
   private _layout: ILaneLayout = layoutLanes([]);
@@ -993,7 +1128,6 @@ export class TaskStreamView extends CanvasView {
   private _hoverRow = -1;
   private _hoverAction = -1;
   private _hoverLeft: IClusterWorker | null = null;
-  private _actionRects = new RectBuffer();
   private _hatchFor: unknown = null;
   private _hatchPattern: CanvasPattern | null = null;
   private _faintFor: unknown = null;
