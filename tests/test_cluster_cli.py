@@ -291,7 +291,17 @@ def test_cli_run_of_a_script_with_its_own_client(cluster: Cluster, tmp_path: Pat
     folded = to_folded_lines(run.stacks)
     mine = [line for line in folded if line.startswith("burn_a_little;")]
     assert mine, folded
-    assert all(line.rsplit(" ", 1)[0].split(";")[-1].startswith("burn_a_little (") for line in mine)
+    # the few others caught the thread after the function returned, in distributed measuring
+    # the result (``sizeof``): dask's frames, never the workers' own plumbing above the task
+    counts = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in mine}
+    inside = sum(
+        n for path, n in counts.items() if path.split(";")[-1].startswith("burn_a_little (")
+    )
+    assert inside >= 0.8 * sum(counts.values()), mine
+    for path in counts:
+        frames = path.split(";")[1:]
+        if not frames[-1].startswith("burn_a_little ("):
+            assert all("/dask/" in frame for frame in frames), path
 
     # the report names the groups, the workers and the script
     page = (tmp_path / "report.html").read_text()

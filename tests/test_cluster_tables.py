@@ -220,6 +220,9 @@ def test_a_worker_killed_mid_run_leaves_lost_tasks_rerun_and_killed_ones_recorde
             failed = [f for f in b if f.status == "error"]
             errors = {type(f.exception()).__name__ for f in failed}
             c.wait_for_workers(2, timeout=60)  # the nanny starts a new one
+            # the lost results the client still holds are computed again, even those no
+            # task of ``b`` needs any more (their tasks were killed): wait for them too
+            distributed.wait(a, timeout=60)
         elapsed = time.perf_counter() - t
         info = c.scheduler_info()["workers"]
     assert elapsed < 60

@@ -85,6 +85,8 @@ KERNEL_RUN = "\n".join(
         "print('GROUPS', run.tasks['group'].nunique())",
         "print('LANES', run.tasks['worker'].nunique())",
         "print('RESOURCES', len(run.resources))",
+        "print('RTIMES', ','.join(f'{t:.3f}' for t in run.resources['time']))",
+        "print('SPAN', f'{run.meta.t1 - run.t0:.3f}')",
     ]
 )
 CLOSE = "client.close(); cluster.close()"
@@ -254,6 +256,10 @@ def test_a_cluster_run_streams_with_lanes_per_worker_and_survives_reload(
                 ),
             )
 
+        live_times = page.evaluate(
+            "() => Array.from(window.daskprofileTestHook.model.current.resources.time.view())"
+            ".map(t => t.toFixed(3)).join(',')"
+        )
         # reload (same workspace, same kernel): the kernel replays the run it kept
         page.goto(f"{lab.url}lab/workspaces/{WORKSPACE}/tree/{NOTEBOOK}?token={lab.token}")
         page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=60_000)
@@ -266,7 +272,9 @@ def test_a_cluster_run_streams_with_lanes_per_worker_and_survives_reload(
         kept = output_value(kernel, "RESOURCES")
         assert (final["resources"], replayed["resources"]) == (kept, kept), (
             f"total resource samples: {final['resources']} streamed live, "
-            f"{replayed['resources']} replayed, {kept} kept by the kernel"
+            f"{replayed['resources']} replayed, {kept} kept by the kernel; times live "
+            f"{live_times}, kept {output_value(kernel, 'RTIMES')}, "
+            f"run span {output_value(kernel, 'SPAN')}"
         )
     finally:
         run_code(page, CLOSE, timeout=SLOW)

@@ -212,6 +212,10 @@ class ProcessResources:
         return rows
 
 
+#: seconds a process's samples may lag the newest before live totals stop waiting for it
+LATE_REPORT = 5.0
+
+
 def cluster_totals(
     series: Sequence[dict[str, np.ndarray]],
     dt: float,
@@ -225,7 +229,9 @@ def cluster_totals(
     column's seconds for a series that has one; ``processes`` sums the processes counted by
     each contributing sample. The grid starts at ``origin`` (or the first sample); with
     ``complete`` it ends where every process still reporting has reported (what a live
-    reader may send: those rows no longer change).
+    reader may send: those rows no longer change). A process still reports if its last
+    sample is at most its hold, or :data:`LATE_REPORT` seconds, older than the newest: a
+    worker's batches come every half second, later under load.
     """
     series = [s for s in series if len(s["time"])]
     if not series:
@@ -237,7 +243,8 @@ def cluster_totals(
     lasts = [float(s["time"][-1]) for s in series]
     hi = max(lasts)
     if complete:
-        hi = min(t for t, h in zip(lasts, holds, strict=True) if t >= hi - float(h[-1]))
+        wait = [max(float(h[-1]), LATE_REPORT) for h in holds]
+        hi = min(t for t, w in zip(lasts, wait, strict=True) if t >= hi - w)
     grid = np.arange(lo, hi + dt / 2, dt)
     cpu = np.zeros(len(grid))
     memory = np.zeros(len(grid), np.int64)

@@ -59,7 +59,14 @@ from ._scheduler import (
 )
 from ._scheduler_graphs import GraphProbe
 from ._scheduler_tables import enable_actions
-from ._tables import CacheTable, Lookup, ProcessResources, TaskTable, cluster_totals
+from ._tables import (
+    LATE_REPORT,
+    CacheTable,
+    Lookup,
+    ProcessResources,
+    TaskTable,
+    cluster_totals,
+)
 from ._worker import WorkerProbe, finish_worker
 
 __all__ = ["ALL_TASKS", "DistributedCollector", "active_client"]
@@ -203,6 +210,9 @@ class DistributedCollector(Collector):
         self.tasks = TaskTable(max_records, self.groups)
         self.cache = CacheTable(max_records, self.groups)
         self.processes: dict[str, ProcessResources] = {}
+        #: the workers that took the worker plugin, and when (perf_counter)
+        self.plugin_workers: frozenset[str] = frozenset()
+        self._plugin_at = 0.0
         if stacks_into is None:
             stacks_into = StackCollector(interval, cycle, switch_interval=None)
         self.stacks = stacks_into
@@ -361,9 +371,13 @@ class DistributedCollector(Collector):
         self._since = time.time() + self.clock_offset
         self.registered.append("worker")  # partly registered on failure: remove it too
         try:
-            self.client.register_plugin(self.worker_probe(self.topic, settings), self.topic)
+            took = self.client.register_plugin(self.worker_probe(self.topic, settings), self.topic)
         except Exception as exc:  # distributed raises the first worker's error
             self._without_worker_plugin(exc)
+        else:
+            if isinstance(took, Mapping):  # {worker address: its answer}
+                self.plugin_workers = frozenset(map(str, took))
+                self._plugin_at = perf_counter()
 
     # ------------------------------------------------------------ workers without daskprofile
     def _without_worker_plugin(self, exc: BaseException) -> None:
@@ -690,6 +704,15 @@ class DistributedCollector(Collector):
     def cache_snapshot(self) -> dict[str, Any]:
         """The ``cache`` table: bytes held in workers' memory per group (after each change)."""
         return self.cache.snapshot()
+
+    def awaits_first_samples(self) -> bool:
+        """Whether a worker that took the plugin has sent no resource sample yet (for at
+        most :data:`LATE_REPORT` seconds): live totals wait for it, as it may have begun
+        sampling before the processes that reported first."""
+        if not self.plugin_workers or perf_counter() - self._plugin_at > LATE_REPORT:
+            return False
+        seen = {a for p in list(self.processes.values()) if p.columns.n for a in p.workers}
+        return not self.plugin_workers <= seen
 
     def resources_snapshot(self) -> dict[str, np.ndarray]:
         """The ``resources`` table: the cluster's worker processes summed on a ``dt`` grid."""

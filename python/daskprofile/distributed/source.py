@@ -266,10 +266,14 @@ class ClusterSource:
         self, t0: float, t1: float | None, complete: bool = False
     ) -> dict[str, np.ndarray]:
         """The cluster's worker processes summed on a ``dt`` grid from ``t0`` (to ``t1``);
-        ``complete``: only the rows every process has reported (see ``cluster_totals``)."""
-        series = []
+        ``complete``: only the rows every process has reported (see ``cluster_totals``),
+        none while a worker that took the plugin has not reported yet."""
+        series: list[dict[str, np.ndarray]] = []
         with self.lock:
             for entry in self.clients.values():
+                if complete and entry.collector.awaits_first_samples():
+                    series = []
+                    break
                 series += [p.snapshot() for p in entry.collector.processes.values()]
         totals = cluster_totals(series, self.settings.dt, origin=t0, complete=complete)
         keep = totals["time"] >= t0 - 1e-3

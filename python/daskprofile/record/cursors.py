@@ -41,6 +41,7 @@ __all__ = [
     "frozen_cursors",
     "frozen_table",
     "live_exceptions",
+    "live_grid",
     "live_members",
     "live_table",
     "live_tasks",
@@ -165,6 +166,27 @@ def live_table(since: Callable[[int], tuple[dict[str, Any], int]], start: int = 
         cols, new_cursor = since(max(cursor, start))
         n = len(next((v for v in cols.values() if isinstance(v, np.ndarray)), ()))
         return Read(dict(cols), new_cursor - n, new_cursor)
+
+    return read
+
+
+def live_grid(totals: Callable[[], Mapping[str, Any]], t0: float, dt: float) -> Reader:
+    """Rows of a table on a time grid of step ``dt`` from ``t0`` (a cluster's summed
+    resources), ``totals()`` giving the rows known now.
+
+    The cursor counts grid steps from ``t0``, not rows: where the rows begin can move (a
+    process whose first samples arrive late began earlier) and where they end can move
+    back (rows wait again for a late process), and a row once read is never read again.
+    """
+
+    def read(cursor: int) -> Read:
+        cols = {k: np.asarray(v) for k, v in totals().items()}
+        times = cols["time"]
+        first = round((float(times[0]) - t0) / dt) if len(times) else cursor
+        skip = max(0, cursor - first)
+        if skip >= len(times):
+            return Read({k: v[:0] for k, v in cols.items()}, cursor, cursor)
+        return Read({k: v[skip:] for k, v in cols.items()}, first + skip, first + len(times))
 
     return read
 

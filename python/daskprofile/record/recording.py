@@ -45,10 +45,10 @@ from ..versions import versions
 from . import history
 from .cursors import (
     Cursors,
-    Read,
     Reader,
     action_rows,
     live_exceptions,
+    live_grid,
     live_members,
     live_table,
     live_tasks,
@@ -432,15 +432,14 @@ def _readers(since: Mapping[str, Callable[[int], Any]]) -> dict[str, Reader]:
 def _cluster_resources(source: ClusterSource, run: Run) -> Reader:
     """The run's live resources once a cluster is plugged in: its worker processes summed
     on a grid from the run's start, the rows every process has reported (they no longer
-    change), as the finished run keeps them."""
+    change); once the run is finished, the rows it keeps."""
 
-    def read(cursor: int) -> Read:
-        totals = source.resources(run.t0, _t1(run), complete=not run.finished)
-        n = len(totals["time"])
-        lo = min(cursor, n)
-        return Read({k: v[lo:] for k, v in totals.items()}, lo, n)
+    def totals() -> Mapping[str, Any]:
+        if run.finished:
+            return run.raw("resources")
+        return source.resources(run.t0, _t1(run), complete=True)
 
-    return read
+    return live_grid(totals, run.t0, source.settings.dt)
 
 
 def _wire_cluster_tables(cursors: Cursors, log: Any, run: Run) -> None:
