@@ -310,9 +310,15 @@ def report_twin(ours: Soak, bare: Soak, lines: int = 0) -> None:
 
 @contextmanager
 def local_cluster() -> Iterator[Any]:
-    """A ``LocalCluster`` of 2 worker processes (its logs kept short) and its client."""
-    import distributed
+    """A ``LocalCluster`` of 2 worker processes (its logs kept short) and its client.
 
+    dask's ``key_split`` cache (100,000 keys, process-wide; the scheduler calls it for
+    every new task) starts empty for each twin: else the first fills it and the second
+    finds it full, and the difference looks like growth of the first."""
+    import distributed
+    from dask.utils import key_split
+
+    key_split.cache_clear()
     with (
         dask.config.set({"distributed.admin.low-level-log-length": 100}),
         distributed.LocalCluster(  # type: ignore[no-untyped-call]

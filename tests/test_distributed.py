@@ -340,6 +340,14 @@ def test_a_scheduler_in_this_process_hands_the_events_over_directly(client: Any)
         client.gather(client.map(slow, range(3), pure=False))
     assert len(run.tasks) == 3
     assert _common.LOCAL_SINKS == {}
+    # the scheduler was called directly: ``run_on_scheduler`` would have logged each call
+    # in its event log, which keeps 100,000 of them (the notebook's memory, run after run)
+    ours = [
+        event
+        for _, event in client.cluster.scheduler.get_events("all")
+        if b"daskprofile.distributed" in event.get("function", b"")
+    ]
+    assert not ours, ours
 
 
 def test_live_tables_fill_while_the_block_runs(inproc_client: Any) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import re
 import socket
 import threading
@@ -326,6 +327,10 @@ class DistributedCollector(Collector):
 
     def _measure_clock(self) -> None:
         """Offset of the scheduler's clock; none on this host (one clock: no noise)."""
+        if self.local:  # one process, one clock
+            self.clock_offset = 0.0
+            self.to_perf = perf_counter() - time.time()
+            return
         before = time.time()
         remote, host = self.client.run_on_scheduler(scheduler_clock)
         after = time.time()
@@ -520,7 +525,7 @@ class DistributedCollector(Collector):
                 if msg:
                     self._push(msg)
         name = self.topic
-        last = self._guard("scheduler drain", client.run_on_scheduler, finish_probe, name=name)
+        last = self._guard("scheduler drain", self._on_scheduler, finish_probe, name=name)
         if last:
             self._push(last)
         deadline = perf_counter() + self.drain_timeout
@@ -566,11 +571,27 @@ class DistributedCollector(Collector):
         self.registered = []
         self._guard(
             "removing the topic",
-            client.run_on_scheduler,
+            self._on_scheduler,
             forget_topic,
             topic=self.topic,
             client=client.id,
         )
+
+    def _on_scheduler(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """``fn(dask_scheduler=..., **kwargs)`` on the scheduler (awaited if it is a
+        coroutine function). A scheduler in this process is called on the client's event
+        loop, its own: ``client.run_on_scheduler`` would log each call in the scheduler's
+        event log, which keeps up to 100,000 of them (a few hundred bytes each, per run)."""
+        client = self.client
+        if not self.local:
+            return client.run_on_scheduler(fn, **kwargs)
+        scheduler = client.cluster.scheduler
+
+        async def call() -> Any:
+            result = fn(dask_scheduler=scheduler, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+        return client.sync(call)
 
     def __enter__(self) -> DistributedCollector:
         self.start()
@@ -678,7 +699,7 @@ class DistributedCollector(Collector):
             name = self.topic
             enabled = self._guard(
                 "scheduler actions",
-                self.client.run_on_scheduler,
+                self._on_scheduler,
                 enable_actions,
                 name=name,
                 whole=False,
