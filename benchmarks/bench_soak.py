@@ -14,6 +14,10 @@ bounded histories of its own (the scheduler runs in the kernel), so what counts 
 profiled loop's slope minus its bare twin's, printed last. The CI version is
 ``tests/reliability/test_load.py``.
 
+Each cluster twin runs in a fresh Python process of its own: RSS does not come down after
+a loop, and process-wide caches (dask's ``key_split``, 100,000 keys) fill once, so twins
+run one after the other in one process would not compare. ``--loops`` picks loops.
+
 ``--lines N``: where the kernel's traced memory grows, by line (tracemalloc snapshots
 half-way through each loop and at its end, compared by line: bytes per compute), the N
 lines that grow most, and for the cluster the N that grow most more than in its bare twin.
@@ -23,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import pickle
 import re
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -310,15 +317,9 @@ def report_twin(ours: Soak, bare: Soak, lines: int = 0) -> None:
 
 @contextmanager
 def local_cluster() -> Iterator[Any]:
-    """A ``LocalCluster`` of 2 worker processes (its logs kept short) and its client.
-
-    dask's ``key_split`` cache (100,000 keys, process-wide; the scheduler calls it for
-    every new task) starts empty for each twin: else the first fills it and the second
-    finds it full, and the difference looks like growth of the first."""
+    """A ``LocalCluster`` of 2 worker processes (its logs kept short) and its client."""
     import distributed
-    from dask.utils import key_split
 
-    key_split.cache_clear()
     with (
         dask.config.set({"distributed.admin.low-level-log-length": 100}),
         distributed.LocalCluster(  # type: ignore[no-untyped-call]
@@ -329,6 +330,35 @@ def local_cluster() -> Iterator[Any]:
         yield client
 
 
+def cluster_twin(twin: str, seconds: float, every: float, lines: int) -> Soak:
+    """One LocalCluster loop: ``profile()`` blocks (``ours``) or the same computes bare."""
+    with local_cluster() as client:
+
+        def step(i: int) -> None:
+            dsk, outs = graph(i, 50)
+            if twin == "ours":
+                with daskprofile.profile(flush=0.05):
+                    client.get(dsk, outs)
+            else:
+                client.get(dsk, outs)
+
+        title = "profile() blocks, LocalCluster" if twin == "ours" else "bare twin, LocalCluster"
+        return run_loop(title, seconds, every, step, client, lines)
+
+
+def twin_in_a_process(twin: str, seconds: float, every: float, lines: int) -> Soak:
+    """:func:`cluster_twin` in a fresh Python process: each twin starts from the same
+    empty process (RSS does not come down after a loop, and caches fill once per
+    process), so their slopes compare."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "soak.pickle"
+        args = [sys.executable, __file__, "--twin", twin, "--out", str(out)]
+        args += ["--seconds", str(seconds), "--every", str(every), "--lines", str(lines)]
+        subprocess.run(args, check=True)
+        soak: Soak = pickle.loads(out.read_bytes())
+        return soak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=60)
@@ -336,34 +366,39 @@ def main() -> None:
     parser.add_argument(
         "--lines", type=int, default=0, help="print the N lines whose traced memory grows most"
     )
+    parser.add_argument(
+        "--loops", default="threads,panel,cluster", help="comma-separated: threads,panel,cluster"
+    )
+    # one cluster twin, in this process (how the main process runs each)
+    parser.add_argument("--twin", choices=["ours", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.lines
-    share = args.minutes * 60 / 4
-    print(f"soak, {args.minutes:g} min in 4 loops, slopes by least squares")
-    run_loop("profile() blocks, threads scheduler", share, args.every, threads_step, lines=n)
-    with panel():
-        run_loop("panel's per-cell recording, threads", share, args.every, panel_step, lines=n)
-        ring = panel_ring()
-        if ring is not None:  # the shared resource sampler forgets what no run reads
-            print(f"  shared resource sampler: {len(ring):,} samples held of {ring.total:,}")
-    with local_cluster() as client:
-
-        def cluster_step(i: int) -> None:
-            dsk, outs = graph(i, 50)
-            with daskprofile.profile(flush=0.05):
-                client.get(dsk, outs)
-
-        ours = run_loop(
-            "profile() blocks, LocalCluster", share, args.every, cluster_step, client, n
-        )
-    with local_cluster() as client:
-
-        def bare_step(i: int) -> None:
-            dsk, outs = graph(i, 50)
-            client.get(dsk, outs)
-
-        bare = run_loop("bare twin, LocalCluster", share, args.every, bare_step, client, n)
-    report_twin(ours, bare, n)
+    if args.twin:
+        soak = cluster_twin(args.twin, args.seconds, args.every, n)
+        Path(args.out).write_bytes(pickle.dumps(soak))
+        return
+    loops = [name for name in args.loops.split(",") if name]
+    unknown = set(loops) - {"threads", "panel", "cluster"}
+    if unknown:
+        parser.error(f"--loops: unknown {sorted(unknown)}")
+    parts = len(loops) + ("cluster" in loops)
+    share = args.minutes * 60 / parts
+    print(f"soak, {args.minutes:g} min in {parts} loops, slopes by least squares")
+    if "threads" in loops:
+        run_loop("profile() blocks, threads scheduler", share, args.every, threads_step, lines=n)
+    if "panel" in loops:
+        with panel():
+            run_loop("panel's per-cell recording, threads", share, args.every, panel_step, lines=n)
+            ring = panel_ring()
+            if ring is not None:  # the shared resource sampler forgets what no run reads
+                print(f"  shared resource sampler: {len(ring):,} samples held of {ring.total:,}")
+    if "cluster" in loops:
+        sys.stdout.flush()
+        ours = twin_in_a_process("ours", share, args.every, n)
+        bare = twin_in_a_process("bare", share, args.every, n)
+        report_twin(ours, bare, n)
 
 
 if __name__ == "__main__":
