@@ -267,9 +267,16 @@ def test_each_runs_worker_series_are_its_own_and_stream_whole(panel: Panel) -> N
                 f"r = [r for r in H.history() if r.meta.id == {rid!r}][0]\n"
                 "for p in r.meta.distributed['processes']:\n"
                 "    before = sum(t < -0.5 for t in p['time'])\n"
-                "    print(', '.join(p['workers']), len(p['time']), before)",
+                "    print(', '.join(p['workers']), len(p['time']), before)\n"
+                "print('ENDS', r.resources['time'].max(), r.tasks['stop'].max())",
                 timeout=60,
             )
+            ends = [line for line in kept.splitlines() if line.startswith("ENDS ")]
+            kept = "\n".join(line for line in kept.splitlines() if not line.startswith("ENDS "))
+            # the CPU/memory lines reach the last task (the workers' last batch of samples,
+            # up to 0.5 s behind, was waited for): within a sample (200 ms) of it
+            resources_end, last_stop = map(float, ends[0].split()[1:])
+            assert resources_end >= last_stop - 0.25, (resources_end, last_stop)
             rows = [line.rsplit(" ", 2) for line in kept.strip().splitlines()]
             want = {label: int(count) for label, count, _ in rows}
             try:

@@ -7,6 +7,7 @@ times are ``perf_counter`` seconds of the kernel.
 
 from __future__ import annotations
 
+import math
 import threading
 from array import array
 from collections.abc import Sequence
@@ -203,6 +204,12 @@ class ProcessResources:
             cols["processes"].extend([int(p) for p in rows["processes"]])
             for _ in range(n):
                 self.columns.commit()
+
+    def last(self) -> float:
+        """The time of the newest sample (-inf: none)."""
+        with self.columns.lock:
+            times = self.columns.cols["time"]
+            return float(times[-1]) if len(times) else -math.inf
 
     def snapshot(self) -> dict[str, np.ndarray]:
         """The samples; with a ``hold``, a ``hold`` column too (read by cluster_totals)."""

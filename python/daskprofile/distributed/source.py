@@ -27,6 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from ..run import Run
 from ._assemble import as_label
 from ._cluster_log import ClusterLog, attach_tables
 from ._common import worker_address
-from ._tables import Lookup, cluster_totals
+from ._tables import LATE_REPORT, Lookup, cluster_totals
 from .collector import DistributedCollector, active_client
 
 __all__ = ["ClusterSettings", "ClusterSource", "Target", "active_client", "signature"]
@@ -99,6 +100,8 @@ class Target:
     resource_stop: dict[str, int] = field(default_factory=dict)
     #: called once a batch has added task rows to this target (the event loop thread)
     arrived: Callable[[], None] | None = None
+    #: when its graphs were first found all recorded (perf_counter; see ``pending``)
+    rows_done: float | None = None
 
 
 def signature(keys: Iterable[Any]) -> tuple[str, ...]:
@@ -233,7 +236,40 @@ class ClusterSource:
 
     def pending(self, target: Target) -> int:
         """Graphs of ``target`` whose tasks have not all been recorded yet."""
+        if target.waiting:
+            target.rows_done = None
         return target.waiting
+
+    def samples_behind(self, target: Target) -> bool:
+        """Whether, ``target``'s graphs all recorded, the worker processes' resource
+        samples have not reached that moment yet: they come in batches every ``flush``
+        seconds, and a run ended before them would end its CPU/memory lines that much
+        before its tasks. False after ``2 flush`` seconds of waiting."""
+        if target.waiting:
+            target.rows_done = None
+            return False
+        now = perf_counter()
+        if target.rows_done is None:
+            target.rows_done = now
+        done = target.rows_done
+        if now >= done + 2 * self.settings.flush:
+            return False
+        reached = self._samples_until()
+        return reached is not None and reached < done - self.settings.dt
+
+    def _samples_until(self) -> float | None:
+        """Where the worker processes still reporting have all sent samples up to (None:
+        no samples)."""
+        lasts = []
+        with self.lock:
+            for entry in self.clients.values():
+                for proc in list(entry.collector.processes.values()):
+                    if proc.hold is None and proc.columns.n:  # (heartbeats: no batches)
+                        lasts.append(proc.last())
+        if not lasts:
+            return None
+        newest = max(lasts)
+        return min(t for t in lasts if t >= newest - LATE_REPORT)
 
     def forget(self, target: Target) -> None:
         """``target``'s run has finished: later rows of its graphs are not recorded."""

@@ -315,9 +315,13 @@ class Recording:
         return self.run
 
     def pending(self) -> int:
-        """Cluster graphs of this run whose tasks have not all been recorded yet."""
+        """Cluster graphs of this run whose tasks have not all been recorded yet; then 1
+        while the workers' last resource samples are on their way (for at most 2 flushes)."""
         cluster, target = self.cluster, self.target
-        return 0 if cluster is None or target is None else cluster.pending(target)
+        if cluster is None or target is None:
+            return 0
+        # then a moment for the workers' last resource samples (see samples_behind)
+        return cluster.pending(target) or int(cluster.samples_behind(target))
 
     def finish(self) -> Run:
         """Stop what this recording owns, freeze the run and keep it; returns it."""
