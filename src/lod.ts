@@ -1,10 +1,9 @@
 /**
  * Level of detail for the task stream (pure, no DOM): per-lane arrays sorted by start,
  * binary search of the visible window, and sub-pixel tasks merged into per-pixel-column
- * runs, so a frame costs O(visible tasks + lanes x width) draws whatever the run's size.
- * The task stream paints with paintLane, straight into its pixel buffer; laneRects and
- * paintRects make and paint the same rectangles one step at a time (the reference
- * paintLane is tested against).
+ * runs, so a frame costs O(visible tasks + lanes x width) fills whatever the run's size.
+ * The task stream paints each lane with paintLane, straight into its pixel buffer, then
+ * copies the lanes' rows with copyLaneRows.
  */
 
 import { Column } from './columns';
@@ -167,256 +166,15 @@ const BLOCK = 64;
 const DENSE = 16;
 
 /**
- * Rectangles to draw for one frame, in pixels (x only; lanes give y). With `laneRects`
- * and `paintRects`, the two-step path the task stream used before `paintLane`: kept as
- * the reference `paintLane` is tested against (tests-ts/lod.test.ts), not used by views.
+ * Opacities of the levels 0..3 paintLane paints at (a palette holds a colour index's
+ * four at `group * 4 + level`): 3 for a task at least a pixel wide, and for a merged
+ * column by how much of it tasks cover (coverageLevel).
  */
-export class RectBuffer {
-  x0 = new Float32Array(1024);
-  x1 = new Float32Array(1024);
-  lane = new Uint16Array(1024);
-  group = new Uint16Array(1024);
-  /** Opacity level 0..3 (0.4, 0.6, 0.8, 1): how much of a merged column tasks cover. */
-  level = new Uint8Array(1024);
-  /** The task row, or -1 for a run merged from several tasks. */
-  row = new Int32Array(1024);
-  length = 0;
-  /** Tasks visited to build the frame. */
-  visited = 0;
-
-  clear(): void {
-    this.length = 0;
-    this.visited = 0;
-  }
-
-  push(
-    x0: number,
-    x1: number,
-    lane: number,
-    group: number,
-    level: number,
-    row: number
-  ): void {
-    if (this.length === this.x0.length) {
-      this._grow();
-    }
-    const i = this.length++;
-    this.x0[i] = x0;
-    this.x1[i] = x1;
-    this.lane[i] = lane;
-    this.group[i] = group;
-    this.level[i] = level;
-    this.row[i] = row;
-  }
-
-  private _grow(): void {
-    const n = this.x0.length * 2;
-    const grow = <
-      T extends Float32Array | Uint16Array | Uint8Array | Int32Array
-    >(
-      a: T,
-      make: (n: number) => T
-    ): T => {
-      const b = make(n);
-      b.set(a);
-      return b;
-    };
-    this.x0 = grow(this.x0, k => new Float32Array(k));
-    this.x1 = grow(this.x1, k => new Float32Array(k));
-    this.lane = grow(this.lane, k => new Uint16Array(k));
-    this.group = grow(this.group, k => new Uint16Array(k));
-    this.level = grow(this.level, k => new Uint8Array(k));
-    this.row = grow(this.row, k => new Int32Array(k));
-  }
-}
-
-/** Opacities of the levels a RectBuffer uses. */
 export const LEVEL_ALPHA = [0.4, 0.6, 0.8, 1];
 
+/** Opacity level (0..3) of a merged column, from the fraction of it tasks cover. */
 function coverageLevel(coverage: number): number {
   return coverage >= 0.9 ? 3 : coverage >= 0.5 ? 2 : coverage >= 0.2 ? 1 : 0;
-}
-
-/**
- * Close the merged pixel column `col` of a lane: extend the run at `runIndex` (the lane's
- * last merged run, -1: none) when it ends at `col` with the same colour and opacity, else
- * append a new one. Returns the index of the run the column went to.
- */
-function flushColumn(
-  out: RectBuffer,
-  laneIndex: number,
-  col: number,
-  cover: number,
-  group: number,
-  row: number,
-  runIndex: number
-): number {
-  const level = coverageLevel(cover);
-  if (
-    runIndex >= 0 &&
-    runIndex === out.length - 1 &&
-    out.x1[runIndex] === col &&
-    out.group[runIndex] === group &&
-    out.level[runIndex] === level
-  ) {
-    out.x1[runIndex] = col + 1;
-    out.row[runIndex] = -1;
-    return runIndex;
-  }
-  out.push(col, col + 1, laneIndex, group, level, row);
-  return out.length - 1;
-}
-
-/**
- * Append the rectangles of lane `laneIndex` visible in the time window [v0, v1] drawn
- * `width` pixels wide, coloured by `groupOfRow[row]` (null: by the lane's own `groups`).
- * Tasks at least a pixel wide are drawn as they are; narrower ones are merged per pixel
- * column (coloured by the widest task in the column, opacity by the covered fraction),
- * and adjacent columns of the same colour and opacity into one run.
- *
- * With hundreds of lanes of sub-pixel tasks the loop runs for every task on screen, up
- * to a million times a frame: its state is in locals (not in variables a closure
- * captures), and a column's colour is looked up once, when it is closed, in the lane's
- * own groups (a lane's rows are far apart in the run's group column: a cache miss each).
- */
-export function laneRects(
-  lane: LaneIndex,
-  laneIndex: number,
-  groupOfRow: ArrayLike<number> | null,
-  v0: number,
-  v1: number,
-  width: number,
-  out: RectBuffer
-): void {
-  if (!(v1 > v0) || width <= 0 || lane.length === 0) {
-    return;
-  }
-  const k = width / (v1 - v0);
-  const pixelTime = (v1 - v0) / width;
-  const n = lane.length;
-  const starts = lane.starts.data;
-  const stops = lane.stops.data;
-  const rows = lane.rows.data;
-  const groups = lane.groups.data;
-  const cumulative = lane.cumulative.data;
-  const groupAt = (i: number): number =>
-    groupOfRow === null ? groups[i] : groupOfRow[rows[i]];
-  // the pixel column being merged (-1: none), where it ends, and what it holds so far:
-  // covered pixels, the widest task (its index in the lane) and how many tasks
-  let col = -1;
-  let colEnd = 0;
-  let cover = 0;
-  let best = -1;
-  let bestAt = -1;
-  let tasksInCol = 0;
-  // the last merged run, extendable while colour and opacity stay the same
-  let runIndex = -1;
-  let visited = 0;
-  let i = lane.firstVisible(v0);
-  while (i < n) {
-    const s = starts[i];
-    if (s > v1) {
-      break;
-    }
-    const e = stops[i];
-    visited++;
-    if (e < v0) {
-      i++;
-      continue;
-    }
-    const x0 = (s - v0) * k;
-    const x1 = (e - v0) * k;
-    if (x1 - x0 >= 1) {
-      if (col >= 0) {
-        const row = tasksInCol === 1 ? rows[bestAt] : -1;
-        flushColumn(out, laneIndex, col, cover, groupAt(bestAt), row, runIndex);
-        col = -1;
-      }
-      runIndex = -1;
-      // snapped to whole pixels: no anti-aliasing work for the rasteriser
-      const a = Math.max(-1, Math.round(x0));
-      const b = Math.max(a + 1, Math.min(width + 1, Math.round(x1)));
-      out.push(a, b, laneIndex, groupAt(i), 3, rows[i]);
-      i++;
-      continue;
-    }
-    const c = Math.min(width - 1, Math.max(0, Math.floor(x0)));
-    if (c !== col) {
-      if (col >= 0) {
-        const row = tasksInCol === 1 ? rows[bestAt] : -1;
-        runIndex = flushColumn(
-          out,
-          laneIndex,
-          col,
-          cover,
-          groupAt(bestAt),
-          row,
-          runIndex
-        );
-      }
-      col = c;
-      colEnd = v0 + (c + 1) * pixelTime;
-      cover = 0;
-      best = -1;
-      tasksInCol = 0;
-    }
-    // a dense column: sum its tasks (prefix sums) instead of visiting them one by one,
-    // unless one of them is wide enough to be drawn on its own
-    if (i + DENSE < n && starts[i + DENSE] < colEnd) {
-      const j = lowerBound(starts, n, colEnd, i + DENSE);
-      if (lane.maxDurationIn(i, j) * k < 1) {
-        cover += (cumulative[j] - cumulative[i]) * k;
-        tasksInCol += j - i;
-        if (best < 0.5) {
-          best = 0.5;
-          bestAt = (i + j) >>> 1;
-        }
-        i = j;
-        continue;
-      }
-    }
-    const w = x1 - x0;
-    cover += w;
-    tasksInCol++;
-    if (w > best) {
-      best = w;
-      bestAt = i;
-    }
-    i++;
-  }
-  if (col >= 0) {
-    const row = tasksInCol === 1 ? rows[bestAt] : -1;
-    flushColumn(out, laneIndex, col, cover, groupAt(bestAt), row, runIndex);
-  }
-  out.visited += visited;
-}
-
-/**
- * Order of the rectangles by (group, level), so a frame sets each fill style once:
- * a counting sort, O(rects + groups).
- */
-export function drawOrder(
-  buffer: RectBuffer,
-  groups: number,
-  scratch?: Int32Array
-): Int32Array {
-  const n = buffer.length;
-  const keys = groups * 4;
-  const counts = new Int32Array(keys + 1);
-  for (let i = 0; i < n; i++) {
-    counts[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i] + 1]++;
-  }
-  for (let k = 1; k <= keys; k++) {
-    counts[k] += counts[k - 1];
-  }
-  const order =
-    scratch && scratch.length >= n ? scratch : new Int32Array(Math.max(n, 16));
-  for (let i = 0; i < n; i++) {
-    order[
-      counts[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i]]++
-    ] = i;
-  }
-  return order;
 }
 
 /** A series reduced to at most one (min, max, last) triple per pixel column. */
@@ -574,65 +332,14 @@ export function packPixel(r: number, g: number, b: number): number {
   return ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0;
 }
 
-/** Where the lanes are on the pixel grid of a RectBuffer's frame. */
+/** Where the lanes are in a pixel buffer (as copyLaneRows takes them). */
 export interface IPixelGrid {
-  /** Device pixels per CSS pixel. */
-  dpr: number;
   /** Width and height of the pixel buffer. */
   width: number;
   height: number;
   /** Top (inclusive) and bottom (exclusive) device row of each lane. */
   laneTop: ArrayLike<number>;
   laneBottom: ArrayLike<number>;
-}
-
-/**
- * Paint the rectangles straight into a pixel buffer: each lane's first row is painted,
- * then copied to the lane's other rows, so the cost is bounded by the plot's pixels, not
- * by canvas calls. Rows are copied whole: the lanes' rows must not hold anything else.
- * `palette[group * 4 + level]` is the packed colour, already blended with the background.
- */
-export function paintRects(
-  buffer: RectBuffer,
-  pixels: Uint32Array,
-  grid: IPixelGrid,
-  palette: Uint32Array,
-  groups: number
-): void {
-  const { dpr, width, height, laneTop } = grid;
-  for (let i = 0; i < buffer.length; i++) {
-    let x0 = Math.round(buffer.x0[i] * dpr);
-    let x1 = Math.round(buffer.x1[i] * dpr);
-    if (x1 <= x0) {
-      x1 = x0 + 1;
-    }
-    if (x0 < 0) {
-      x0 = 0;
-    }
-    if (x1 > width) {
-      x1 = width;
-    }
-    if (x0 >= x1) {
-      continue;
-    }
-    const lane = buffer.lane[i];
-    const y0 = laneTop[lane];
-    if (y0 < 0 || y0 >= height) {
-      continue;
-    }
-    // paint the lane's first row only; the other rows are copied from it below
-    const color =
-      palette[Math.min(buffer.group[i], groups - 1) * 4 + buffer.level[i]];
-    const row = y0 * width;
-    if (x1 - x0 < 16) {
-      for (let x = row + x0; x < row + x1; x++) {
-        pixels[x] = color;
-      }
-    } else {
-      pixels.fill(color, row + x0, row + x1);
-    }
-  }
-  copyLaneRows(pixels, grid);
 }
 
 /**
@@ -655,10 +362,10 @@ export function copyLaneRows(pixels: Uint32Array, grid: IPixelGrid): void {
 }
 
 /**
- * Where paintLane paints (a pixel buffer, the row of the lane being painted, a palette
- * as paintRects takes it) and what it counted: the rectangles laneRects would have made
- * (`rects`, of which `marked` are of colour index `mark`) and the tasks visited. One is
- * kept by a view and reused frame after frame: a frame allocates nothing.
+ * Where paintLane paints (a pixel buffer, the row of the lane being painted, a palette)
+ * and what it counted: the rectangles it filled (`rects`, of which `marked` are of colour
+ * index `mark`) and the tasks visited. One is kept by a view and reused frame after
+ * frame: a frame allocates nothing.
  */
 export class LanePainter {
   pixels: Uint32Array = new Uint32Array(0);
@@ -666,7 +373,10 @@ export class LanePainter {
   width = 0;
   /** Device pixels per CSS pixel. */
   dpr = 1;
-  /** `palette[group * 4 + level]`: packed colours, as paintRects takes them. */
+  /**
+   * `palette[group * 4 + level]`: packed colours (packPixel), already blended with the
+   * background at the opacities of LEVEL_ALPHA.
+   */
   palette: Uint32Array = new Uint32Array(4);
   /** Colour indices of the palette (higher ones get the last). */
   groups = 1;
@@ -690,7 +400,9 @@ export class LanePainter {
 
   /**
    * Paint [x0, x1) (CSS pixels) of the row at `offset` in colour `group` at opacity
-   * `level`, rounded and clipped as paintRects does.
+   * `level`: scaled by `dpr` and rounded to device pixels (at least one), clipped to
+   * [0, width). Counted (in `rects`, and in `marked` when of colour `mark`) even when
+   * nothing of it is inside the row.
    */
   fill(x0: number, x1: number, group: number, level: number): void {
     this.rects++;
@@ -729,11 +441,21 @@ export class LanePainter {
 }
 
 /**
- * laneRects and paintRects in one pass, without the rectangles in between: paint lane
- * `lane`'s tasks visible in [v0, v1] drawn `width` CSS pixels wide into the row of
- * `painter` (same rectangles, same order, same pixels), counting them in `painter`.
+ * Paint lane `lane`'s tasks visible in the time window [v0, v1] drawn `width` CSS pixels
+ * wide into the row of `painter`, coloured by `groupOfRow[row]` (null: by the lane's own
+ * `groups`), counting the rectangles filled and the tasks visited in `painter`. Tasks at
+ * least a pixel wide are filled as they are (snapped to whole pixels, opacity level 3);
+ * narrower ones are merged per pixel column (coloured by the widest task in the column,
+ * opacity by the covered fraction, coverageLevel), and adjacent columns of the same
+ * colour and opacity into one run, filled once. A dense column is summed (prefix sums)
+ * rather than visited task by task.
+ *
  * The merged columns of sub-pixel tasks are the bulk of a zoomed-out frame (a rectangle
  * for nearly every pixel column of every lane): here each costs a few writes to the row.
+ * With hundreds of lanes of sub-pixel tasks the loop runs for every task on screen, up
+ * to a million times a frame: its state is in locals, and a column's colour is looked up
+ * once, when it is closed (a lane's rows are far apart in the run's group column: a
+ * cache miss each).
  */
 export function paintLane(
   lane: LaneIndex,
@@ -838,7 +560,7 @@ export function paintLane(
       cover = 0;
       best = -1;
       // tasks start in order: a column with no DENSE tasks after its first has none
-      // after any other of its tasks either (laneRects asks at every task)
+      // after any other of its tasks either (a sparse column is asked once)
       dense = i + DENSE < n && starts[i + DENSE] < colEnd;
     }
     // a dense column: sum its tasks (prefix sums) instead of visiting them one by one,

@@ -6,22 +6,45 @@ import {
   decimate,
   DecimatedBuffer,
   decimateInto,
-  drawOrder,
   LaneIndex,
   LanePainter,
-  laneRects,
   lowerBound,
   packPixel,
   paintLane,
-  paintRects,
-  RectBuffer,
   stepVertices
 } from '../src/lod';
 
-function lane(tasks: [number, number][]): LaneIndex {
+/** A lane of tasks (row i: tasks[i]), of colour index groups[i] (default 0). */
+function lane(tasks: [number, number][], groups: number[] = []): LaneIndex {
   const l = new LaneIndex();
-  tasks.forEach(([s, e], row) => l.push(row, s, e));
+  tasks.forEach(([s, e], row) => l.push(row, s, e, groups[row] ?? 0));
   return l;
+}
+
+/** The tests' packed colour of colour index `group` at opacity level `level`. */
+function color(group: number, level: number): number {
+  return 10 * (group + 1) + level;
+}
+
+/**
+ * A painter over `rows` rows of `width` pixels, all 0 (the background), painting row 0,
+ * with the palette `color` of `groups` colour indices.
+ */
+function painter(width: number, rows = 1, groups = 10, dpr = 1): LanePainter {
+  const p = new LanePainter();
+  p.pixels = new Uint32Array(width * rows);
+  p.width = width;
+  p.dpr = dpr;
+  p.groups = groups;
+  p.palette = Uint32Array.from({ length: groups * 4 }, (_, i) =>
+    color(i >> 2, i & 3)
+  );
+  return p;
+}
+
+/** Row `r` of a painter's pixels. */
+function pixelRow(p: LanePainter, r = 0): number[] {
+  return Array.from(p.pixels.subarray(r * p.width, (r + 1) * p.width));
 }
 
 describe('lod', () => {
@@ -39,17 +62,21 @@ describe('lod', () => {
       [2, 3],
       [10, 11]
     ]);
-    const out = new RectBuffer();
-    laneRects(l, 0, [4, 5, 6], 0, 4, 400, out);
-    assert.equal(out.length, 2);
-    assert.deepEqual(
-      [out.x0[0], out.x1[0], out.group[0], out.row[0]],
-      [0, 100, 4, 0]
-    );
-    assert.deepEqual(
-      [out.x0[1], out.x1[1], out.group[1], out.row[1]],
-      [200, 300, 5, 1]
-    );
+    // 2 px a second: [0, 1] is pixels 0-1, [2, 3] pixels 4-5, [10, 11] after the view
+    const p = painter(8);
+    paintLane(l, [4, 5, 6], 0, 4, 8, p);
+    const [a, b] = [color(4, 3), color(5, 3)];
+    assert.deepEqual(pixelRow(p), [a, a, 0, 0, b, b, 0, 0]);
+    assert.deepEqual([p.rects, p.visited], [2, 2]);
+    // snapped to whole pixels: [0.6, 2.4) is pixel 1, [4.4, 6.8) pixels 4 to 6
+    const snapped = painter(8);
+    const l2 = lane([
+      [0.3, 1.2],
+      [2.2, 3.4]
+    ]);
+    paintLane(l2, null, 0, 4, 8, snapped);
+    const c = color(0, 3);
+    assert.deepEqual(pixelRow(snapped), [0, c, 0, 0, c, c, c, 0]);
   });
 
   it('finds a long task that starts before the window', () => {
@@ -57,12 +84,11 @@ describe('lod', () => {
       [0, 100],
       [101, 102]
     ]);
-    const out = new RectBuffer();
-    laneRects(l, 0, [0, 1], 50, 60, 100, out);
-    assert.equal(out.length, 1);
-    assert.equal(out.row[0], 0);
-    assert.equal(out.x0[0], -1);
-    assert.equal(out.x1[0], 101);
+    const p = painter(10);
+    paintLane(l, [0, 1], 50, 60, 10, p);
+    // the whole row is the first task's (clipped at both edges), none the second's
+    assert.deepEqual(pixelRow(p), new Array(10).fill(color(0, 3)));
+    assert.deepEqual([p.rects, p.visited], [1, 1]);
     assert.equal(l.maxDurationIn(0, 2), 100);
   });
 
@@ -73,17 +99,18 @@ describe('lod', () => {
       tasks.push([i * 0.001, i * 0.001 + 0.001]);
     }
     const l = lane(tasks);
-    const out = new RectBuffer();
-    laneRects(l, 3, new Uint16Array(10000), 0, 10, 100, out);
+    // the lane's row is the fourth of the buffer
+    const p = painter(100, 4);
+    p.offset = 3 * 100;
+    paintLane(l, new Uint16Array(10000), 0, 10, 100, p);
     // dense columns are summed, not visited task by task
-    assert.ok(out.visited < 1000, String(out.visited));
-    // one group, fully covered: a single run across the width
-    assert.equal(out.length, 1);
-    assert.equal(out.x0[0], 0);
-    assert.equal(out.x1[0], 100);
-    assert.equal(out.level[0], 3);
-    assert.equal(out.row[0], -1);
-    assert.equal(out.lane[0], 3);
+    assert.ok(p.visited < 1000, String(p.visited));
+    // one group, fully covered: a single run across the width, at full opacity
+    assert.equal(p.rects, 1);
+    for (const r of [0, 1, 2]) {
+      assert.deepEqual(pixelRow(p, r), new Array(100).fill(0));
+    }
+    assert.deepEqual(pixelRow(p, 3), new Array(100).fill(color(0, 3)));
   });
 
   it('keeps sparse sub-pixel tasks visible with a lower opacity', () => {
@@ -91,17 +118,43 @@ describe('lod', () => {
       [0.0, 0.001],
       [5.0, 5.001]
     ]);
-    const out = new RectBuffer();
-    laneRects(l, 0, [1, 2], 0, 10, 100, out);
-    assert.equal(out.length, 2);
-    assert.deepEqual(
-      [out.x0[0], out.x1[0], out.level[0], out.row[0]],
-      [0, 1, 0, 0]
+    // 1 px a second: each task covers a thousandth of its column (level 0)
+    const p = painter(10);
+    paintLane(l, [1, 2], 0, 10, 10, p);
+    const [a, b] = [color(1, 0), color(2, 0)];
+    assert.deepEqual(pixelRow(p), [a, 0, 0, 0, 0, b, 0, 0, 0, 0]);
+    assert.equal(p.rects, 2);
+  });
+
+  it('gives a merged column the opacity of its coverage and the widest colour', () => {
+    // 1 px a second; the lane's own groups colour the tasks
+    const l = lane(
+      [
+        [0, 0.1], // covers 0.1 of column 0: level 0
+        [1, 1.3], // 0.3: level 1
+        [2, 2.6], // 0.6: level 2
+        [3, 3.95], // 0.95: level 3
+        [4, 4.2], // column 4: 0.2 + 0.4 = 0.6 (level 2), coloured by the wider task
+        [4.3, 4.7],
+        [5, 5.6], // same colour and level as column 4: the same run
+        [6, 6.55] // same level, another colour: a run of its own
+      ],
+      [0, 0, 0, 0, 1, 2, 2, 1]
     );
-    assert.deepEqual(
-      [out.x0[1], out.x1[1], out.group[1], out.row[1]],
-      [50, 51, 2, 1]
-    );
+    const p = painter(8);
+    paintLane(l, null, 0, 8, 8, p);
+    assert.deepEqual(pixelRow(p), [
+      color(0, 0),
+      color(0, 1),
+      color(0, 2),
+      color(0, 3),
+      color(2, 2),
+      color(2, 2),
+      color(1, 2),
+      0
+    ]);
+    // columns 0, 1, 2 and 3 on their own, 4-5 in one run, 6 on its own
+    assert.deepEqual([p.rects, p.visited], [6, 8]);
   });
 
   it('sorts out-of-order appends and hit-tests by time', () => {
@@ -116,16 +169,6 @@ describe('lod', () => {
     assert.deepEqual(Array.from(l.starts.view()), [1, 3, 5]);
   });
 
-  it('orders rectangles by group and opacity for batched fills', () => {
-    const out = new RectBuffer();
-    out.push(0, 1, 0, 2, 3, 0);
-    out.push(1, 2, 0, 0, 3, 1);
-    out.push(2, 3, 0, 2, 0, 2);
-    out.push(3, 4, 0, 0, 3, 3);
-    const order = drawOrder(out, 3);
-    assert.deepEqual(Array.from(order.subarray(0, 4)), [1, 3, 2, 0]);
-  });
-
   it('stays fast on a million tasks', () => {
     const n = 1_000_000;
     const l = new LaneIndex();
@@ -133,14 +176,31 @@ describe('lod', () => {
       l.push(i, i * 1e-4, i * 1e-4 + 9e-5);
     }
     const groups = new Uint16Array(n).map((_, i) => i % 7);
-    const out = new RectBuffer();
+    const p = painter(1000, 1, 7);
     const t = performance.now();
-    laneRects(l, 0, groups, 0, 100, 1000, out);
+    paintLane(l, groups, 0, 100, 1000, p);
     const full = performance.now() - t;
-    out.clear();
-    laneRects(l, 0, groups, 40, 40.5, 1000, out);
-    assert.equal(out.visited < 6000, true);
-    assert.equal(out.length <= 1000, true);
+    // 1000 tasks a column, 0.9 of it covered: every column painted, opacity 2 or 3
+    // (0.9 is where 2 turns to 3: rounding decides)
+    const level = (v: number) => v % 10;
+    const group = (v: number) => Math.floor(v / 10) - 1;
+    const row = pixelRow(p);
+    assert.ok(
+      row.every(v => v > 0 && group(v) < 7 && level(v) >= 2),
+      row.join(' ')
+    );
+    assert.ok(p.visited < 3000, String(p.visited));
+    assert.ok(p.rects <= 1000);
+    const zoomed = painter(1000, 1, 7);
+    paintLane(l, groups, 40, 40.5, 1000, zoomed);
+    assert.equal(zoomed.visited < 6000, true);
+    assert.equal(zoomed.rects <= 1000, true);
+    // 5 tasks of 0.18 px a column (4 to 6 where rounding moves one across)
+    const zrow = pixelRow(zoomed);
+    assert.ok(
+      zrow.every(v => v > 0 && group(v) < 7 && level(v) >= 2),
+      zrow.join(' ')
+    );
     // not a timing assertion: a sanity bound far above the expected few milliseconds
     assert.equal(full < 2000, true);
   });
@@ -196,40 +256,104 @@ describe('lod: dense columns', () => {
       l.push(101 + i, 5 + i * 0.001, 5 + i * 0.001 + 0.001);
     }
     const groups = new Uint16Array(201).map((_, r) => (r === 100 ? 9 : 1));
-    const out = new RectBuffer();
-    laneRects(l, 0, groups, 0, 10, 100, out);
-    const wide = Array.from({ length: out.length }, (_, i) => i).filter(
-      i => out.group[i] === 9
-    );
-    assert.equal(wide.length, 1);
-    assert.deepEqual([out.x0[wide[0]], out.x1[wide[0]]], [1, 50]);
+    // 10 px a second
+    const p = painter(100);
+    paintLane(l, groups, 0, 10, 100, p);
+    const want = new Array(100).fill(0);
     // column 0: 100 tasks x 0.5 ms = 50 ms of a 100 ms column: half covered (level 2)
-    assert.equal(out.x0[0], 0);
-    assert.equal(out.level[0], 2);
+    want[0] = color(1, 2);
+    // the long task on its own, [1, 50)
+    want.fill(color(9, 3), 1, 50);
+    // column 50: 100 tasks x 1 ms, the whole column (level 3)
+    want[50] = color(1, 3);
+    assert.deepEqual(pixelRow(p), want);
+    assert.equal(p.rects, 3);
     assert.ok(Math.abs(l.cumulative.data[201] - (0.05 + 4.9 + 0.1)) < 1e-9);
+  });
+
+  it('sums the tasks of a dense column instead of visiting them', () => {
+    // 1 px a second: 100 tasks of 3 ms in column 0 (0.3 of it covered: level 1), 100
+    // of 7 ms in column 1 (0.7: level 2)
+    const tasks: [number, number][] = [];
+    for (let i = 0; i < 100; i++) {
+      tasks.push([i * 0.01, i * 0.01 + 0.003]);
+    }
+    for (let i = 0; i < 100; i++) {
+      tasks.push([1 + i * 0.01, 1 + i * 0.01 + 0.007]);
+    }
+    const p = painter(10);
+    paintLane(lane(tasks, new Array(200).fill(3)), null, 0, 10, 10, p);
+    assert.deepEqual(pixelRow(p), [
+      color(3, 1),
+      color(3, 2),
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0
+    ]);
+    // one rectangle a column (their levels differ); one task visited a column
+    assert.deepEqual([p.rects, p.visited], [2, 2]);
   });
 });
 
 describe('lod: pixels', () => {
-  it('paints rectangles into a pixel buffer, clipped to it', () => {
-    const out = new RectBuffer();
-    out.push(-1, 2, 0, 0, 3, 0); // clipped on the left
-    out.push(3, 3.2, 1, 1, 0, 1); // thinner than a pixel: one pixel
-    const pixels = new Uint32Array(5 * 4);
+  it('paints lanes into a pixel buffer, clipped to it, and copies their rows', () => {
+    const a = lane(
+      [
+        [-1, 2], // clipped on the left
+        [4, 7] // clipped on the right
+      ],
+      [0, 0]
+    );
+    const b = lane(
+      [
+        [-3, -2], // before the view (visited: the lane's longest task is 4 s)
+        [3, 3.1], // thinner than a pixel: one pixel, level 0
+        [6, 10] // after the view (not visited)
+      ],
+      [1, 1, 1]
+    );
     const palette = new Uint32Array(8);
     palette[0 * 4 + 3] = 7;
     palette[1 * 4 + 0] = 9;
-    paintRects(
-      out,
-      pixels,
-      { dpr: 1, width: 5, height: 4, laneTop: [0, 2], laneBottom: [2, 4] },
-      palette,
-      2
-    );
-    assert.deepEqual(
-      Array.from(pixels),
-      [7, 7, 0, 0, 0, 7, 7, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 9, 0]
-    );
+    // lanes of two rows, at rows 0 and 2 of 4, painted 5 CSS pixels wide
+    const grid = { width: 5, height: 4, laneTop: [0, 2], laneBottom: [2, 4] };
+    for (const [dpr, want] of [
+      [1, [7, 7, 0, 0, 7, 0, 0, 0, 9, 0]],
+      // twice the device pixels: [-1, 2) is [0, 4), [4, 6) is [8, 10), [3, 4) [6, 8)
+      [2, [7, 7, 7, 7, 0, 0, 0, 0, 7, 7, 0, 0, 0, 0, 0, 0, 9, 9, 0, 0]]
+    ] as [number, number[]][]) {
+      const width = 5 * dpr;
+      const p = new LanePainter();
+      p.pixels = new Uint32Array(width * 4);
+      p.width = width;
+      p.dpr = dpr;
+      p.palette = palette;
+      p.groups = 2;
+      [a, b].forEach((l, i) => {
+        p.offset = grid.laneTop[i] * width;
+        paintLane(l, null, 0, 5, 5, p);
+      });
+      const [rowA, rowB] = [want.slice(0, width), want.slice(width)];
+      // each lane's first row painted, nothing past its ends (in the rows below)
+      const empty = new Array(width).fill(0);
+      assert.deepEqual(
+        [0, 1, 2, 3].map(r => pixelRow(p, r)),
+        [rowA, empty, rowB, empty]
+      );
+      copyLaneRows(p.pixels, { ...grid, width });
+      assert.deepEqual(Array.from(p.pixels), [
+        ...rowA,
+        ...rowA,
+        ...rowB,
+        ...rowB
+      ]);
+      assert.deepEqual([p.rects, p.visited], [3, 4]);
+    }
     assert.equal(packPixel(1, 2, 3), 0xff030201);
   });
 });
@@ -262,17 +386,6 @@ describe("lod: the lane's own groups", () => {
     return { lane, groups };
   }
 
-  function rects(out: RectBuffer): number[][] {
-    return Array.from({ length: out.length }, (_, i) => [
-      out.x0[i],
-      out.x1[i],
-      out.lane[i],
-      out.group[i],
-      out.level[i],
-      out.row[i]
-    ]);
-  }
-
   it("colours by the groups the lane holds as by the run's group column", () => {
     const { lane, groups } = mixed();
     const [lo, hi] = [lane.starts.data[0], lane.stops.data[lane.length - 1]];
@@ -282,13 +395,16 @@ describe("lod: the lane's own groups", () => {
       [lo + (hi - lo) * 0.4, lo + (hi - lo) * 0.45, 800],
       [lo + 1, lo + 1.2, 50]
     ]) {
-      const own = new RectBuffer();
-      const byRow = new RectBuffer();
-      laneRects(lane, 2, null, a, b, width, own);
-      laneRects(lane, 2, groups, a, b, width, byRow);
-      assert.ok(own.length > 0);
-      assert.deepEqual(rects(own), rects(byRow));
-      assert.equal(own.visited, byRow.visited);
+      const own = painter(width, 1, 9);
+      const byRow = painter(width, 1, 9);
+      paintLane(lane, null, a, b, width, own);
+      paintLane(lane, groups, a, b, width, byRow);
+      assert.ok(own.rects > 0);
+      // something of several colours is painted, and the same everywhere
+      const colours = new Set(pixelRow(own).filter(v => v > 0));
+      assert.ok(colours.size > 1, `[${a}, ${b}] ${width}`);
+      assert.deepEqual(pixelRow(own), pixelRow(byRow));
+      assert.deepEqual([own.rects, own.visited], [byRow.rects, byRow.visited]);
     }
     // the re-sorted lane keeps each task's group beside it
     for (let i = 0; i < lane.length; i++) {
@@ -308,7 +424,8 @@ describe('lod: paintLane', () => {
 
   /**
    * Lanes of sub-pixel tasks (sparse and dense runs of them), tasks a few pixels wide and
-   * long ones, some in the same columns; the rows' groups in a run-wide column.
+   * long ones, some in the same columns, then a sparse lane over the same time (tasks
+   * far apart at any zoom); the rows' groups in a run-wide column.
    */
   function lanes(count: number, seed: number) {
     const rand = random(seed);
@@ -330,37 +447,167 @@ describe('lod: paintLane', () => {
       }
       out.push(lane);
     }
+    // tasks of 0.01 ms to 1 s, 1 ms to 3 s apart: at each zoom, some a few pixels from
+    // any other
+    const sparse = new LaneIndex();
+    const end = out[0].stops.data[out[0].length - 1];
+    for (let t = rand(); t < end;) {
+      const d = 1e-5 * 1e5 ** rand();
+      const group = Math.floor(rand() * 7);
+      groupOfRow.push((group + 3) % 7);
+      sparse.push(row++, t, t + d, group);
+      t += d + 1e-3 * 3000 ** rand();
+    }
+    out.push(sparse);
     return { lanes: out, groupOfRow: Uint16Array.from(groupOfRow) };
   }
 
-  /** laneRects then paintRects, as the task stream drew before paintLane. */
-  function reference(
-    ls: LaneIndex[],
+  /** The colour index and opacity level of a pixel painted with `painter`'s palette. */
+  const groupOf = (v: number) => Math.floor(v / 10) - 1;
+  const levelOf = (v: number) => v % 10;
+
+  /** The opacity level of a merged column `coverage` covered (LEVEL_ALPHA's four). */
+  const coverageLevel = (coverage: number) =>
+    coverage >= 0.9 ? 3 : coverage >= 0.5 ? 2 : coverage >= 0.2 ? 1 : 0;
+
+  /**
+   * Check the row `row` of device pixels painted for `lane` over [v0, v1] drawn `plotW`
+   * CSS pixels wide at `dpr`, against bounds computed from the tasks alone:
+   * - a task can only paint within its reach: from a CSS pixel before its start to two
+   *   after its end (or after its start plus one), and a device pixel more each side
+   *   (snapping and merging move a task less than that);
+   * - so a painted pixel has the colour of a task that reaches it, at a level 0..3, and
+   *   a pixel no task reaches is background;
+   * - a task inside the view (but for the last CSS pixel, which rounding at a
+   *   fractional width may leave out) paints something within its reach;
+   * - a task whose reach no other task's overlaps, inside the row, is painted exactly:
+   *   a task at least a pixel wide from round(x0) to round(x1) CSS pixels at level 3, a
+   *   narrower one over the CSS pixel floor(x0) at the level of its width; each device
+   *   edge rounded, at least one device pixel; the rest of its reach background.
+   * Returns counts of the tasks for checks of the whole frame.
+   */
+  function checkLane(
+    lane: LaneIndex,
     groupOfRow: ArrayLike<number> | null,
     v0: number,
     v1: number,
     plotW: number,
-    grid: { dpr: number; width: number; height: number; laneTop: Int32Array },
-    palette: Uint32Array,
-    groups: number
-  ): { pixels: Uint32Array; out: RectBuffer } {
-    const out = new RectBuffer();
-    ls.forEach((lane, i) => laneRects(lane, i, groupOfRow, v0, v1, plotW, out));
-    const pixels = new Uint32Array(grid.width * grid.height);
-    const laneBottom = grid.laneTop.map(y => y + 1);
-    paintRects(out, pixels, { ...grid, laneBottom }, palette, groups);
-    return { pixels, out };
+    dpr: number,
+    row: number[],
+    label: string
+  ) {
+    const width = row.length;
+    const k = plotW / (v1 - v0);
+    const groupAt = (i: number) =>
+      groupOfRow === null ? lane.groups.data[i] : groupOfRow[lane.rows.data[i]];
+    // per colour index, and for all, how many tasks reach each pixel (differences)
+    const reach = Array.from({ length: 7 }, () => new Int32Array(width + 1));
+    const all = new Int32Array(width + 1);
+    const tasks: {
+      i: number;
+      x0: number;
+      x1: number;
+      lo: number;
+      hi: number;
+    }[] = [];
+    const counts = {
+      visible: 0, // tasks in the view
+      wide: 0, // of which at least a pixel wide
+      candidates: 0, // tasks from the longest task's length before v0 to v1
+      isolatedWide: 0,
+      isolatedNarrow: 0,
+      isolatedMarked: 0 // isolated tasks of colour index 2
+    };
+    for (let i = 0; i < lane.length; i++) {
+      const s = lane.starts.data[i];
+      const e = lane.stops.data[i];
+      if (s >= v0 - lane.maxDuration && s <= v1) {
+        counts.candidates++;
+      }
+      const x0 = (s - v0) * k;
+      const x1 = (e - v0) * k;
+      // tasks ending more than a pixel before the view are not painted (nor after it)
+      if (s > v1 || x1 < -1.5) {
+        continue;
+      }
+      if (e >= v0) {
+        counts.visible++;
+        counts.wide += x1 - x0 >= 1 ? 1 : 0;
+      }
+      const lo = Math.floor((x0 - 1) * dpr) - 1;
+      const hi = Math.ceil((Math.max(x1, x0 + 1) + 1) * dpr) + 2;
+      const [a, b] = [Math.max(0, lo), Math.min(width, hi)];
+      if (a < b) {
+        reach[groupAt(i)][a]++;
+        reach[groupAt(i)][b]--;
+        all[a]++;
+        all[b]--;
+      }
+      tasks.push({ i, x0, x1, lo, hi });
+    }
+    for (const d of [...reach, all]) {
+      for (let x = 1; x <= width; x++) {
+        d[x] += d[x - 1];
+      }
+    }
+    row.forEach((v, x) => {
+      if (all[x] === 0) {
+        assert.equal(v, 0, `${label}: pixel ${x} reached by no task`);
+      } else if (v !== 0) {
+        const g = groupOf(v);
+        assert.ok(g >= 0 && g < 7 && levelOf(v) <= 3, `${label}: ${v} at ${x}`);
+        assert.ok(reach[g][x] > 0, `${label}: colour ${g} at ${x}`);
+      }
+    });
+    for (const { i, x0, x1, lo, hi } of tasks) {
+      const g = groupAt(i);
+      if (x0 >= 0 && x1 <= plotW - 1) {
+        const [a, b] = [Math.max(0, lo), Math.min(width, hi)];
+        assert.ok(
+          row.slice(a, b).some(v => v !== 0),
+          `${label}: task ${i} at ${x0}..${x1} not painted`
+        );
+      }
+      if (lo < 0 || hi > width) {
+        continue;
+      }
+      let alone = true;
+      for (let x = lo; x < hi && alone; x++) {
+        alone = all[x] === 1;
+      }
+      if (!alone) {
+        continue;
+      }
+      let want: number[];
+      if (x1 - x0 >= 1) {
+        counts.isolatedWide++;
+        want = [Math.round(x0), Math.round(x1), color(g, 3)];
+      } else {
+        counts.isolatedNarrow++;
+        const c = Math.floor(x0);
+        want = [c, c + 1, color(g, coverageLevel(x1 - x0))];
+      }
+      counts.isolatedMarked += g === 2 ? 1 : 0;
+      const from = Math.round(want[0] * dpr);
+      const to = Math.max(from + 1, Math.round(want[1] * dpr));
+      const expected = row
+        .slice(lo, hi)
+        .map((_, j) => (lo + j >= from && lo + j < to ? want[2] : 0));
+      assert.deepEqual(
+        row.slice(lo, hi),
+        expected,
+        `${label}: task ${i} alone at ${x0}..${x1}`
+      );
+    }
+    return counts;
   }
 
-  it('paints the pixels laneRects and paintRects paint, and counts their rectangles', () => {
+  it('paints each lane in its row: every task in the view, its colours, no more', () => {
     const { lanes: ls, groupOfRow } = lanes(4, 11);
-    const groups = 6; // group 6 is clamped to the last colour, as paintRects does
-    const palette = Uint32Array.from({ length: groups * 4 }, (_, i) => i + 1);
+    const groups = 7;
     const lo = ls[0].starts.data[0];
     const hi = ls[0].stops.data[ls[0].length - 1];
-    const painter = new LanePainter();
-    let dense = 0;
-    let wide = 0;
+    const totals = { dense: 0, wide: 0, isolatedWide: 0, isolatedNarrow: 0 };
     for (const [a, b, plotW, dpr] of [
       [lo, hi, 300, 1], // many tasks per column, dense ones summed
       [lo, hi, 927.5, 1.25], // a fractional width and pixel ratio
@@ -370,45 +617,123 @@ describe('lod: paintLane', () => {
       [hi - 0.2, hi + 3, 200, 1]
     ]) {
       const width = Math.round(plotW * dpr);
-      const grid = {
-        dpr,
-        width,
-        height: ls.length,
-        laneTop: Int32Array.from(ls, (_, i) => i)
-      };
+      // lane i in row 2i + 1: rows 0, 2, ... are never painted (a fill past either
+      // edge of a row would land in one)
+      const rows = 2 * ls.length + 1;
+      const painted: LanePainter[] = [];
       for (const byRow of [null, groupOfRow]) {
-        const want = reference(ls, byRow, a, b, plotW, grid, palette, groups);
-        painter.pixels = new Uint32Array(width * ls.length);
-        painter.width = width;
-        painter.dpr = dpr;
-        painter.palette = palette;
-        painter.groups = groups;
-        painter.mark = 2;
-        painter.reset();
+        const label = `[${a}, ${b}] ${plotW} x ${dpr}${byRow ? ' by row' : ''}`;
+        const p = painter(width, rows, groups, dpr);
+        p.mark = 2;
         ls.forEach((lane, i) => {
-          painter.offset = i * width;
-          paintLane(lane, byRow, a, b, plotW, painter);
+          p.offset = (2 * i + 1) * width;
+          paintLane(lane, byRow, a, b, plotW, p);
         });
-        assert.deepEqual(painter.pixels, want.pixels, `[${a}, ${b}] ${plotW}`);
-        assert.equal(painter.rects, want.out.length);
-        assert.equal(painter.visited, want.out.visited);
-        const groupsOf = want.out.group.subarray(0, want.out.length);
-        assert.equal(painter.marked, groupsOf.filter(g => g === 2).length);
-        // the cases exercise summed columns (tasks not visited) and tasks drawn on
-        // their own (opacity level 3)
-        const shown = ls.reduce(
-          (sum, lane) =>
-            sum +
-            lane.starts
-              .view()
-              .filter((s, i) => s <= b && lane.stops.data[i] >= a).length,
-          0
-        );
-        dense += want.out.visited < shown ? 1 : 0;
-        wide += want.out.level.subarray(0, want.out.length).includes(3) ? 1 : 0;
+        for (let r = 0; r < rows; r += 2) {
+          assert.ok(
+            pixelRow(p, r).every(v => v === 0),
+            `${label}: row ${r}`
+          );
+        }
+        let visible = 0;
+        let wide = 0;
+        let candidates = 0;
+        let isolated = 0;
+        let isolatedMarked = 0;
+        ls.forEach((lane, i) => {
+          const c = checkLane(
+            lane,
+            byRow,
+            a,
+            b,
+            plotW,
+            dpr,
+            pixelRow(p, 2 * i + 1),
+            `${label}, lane ${i}`
+          );
+          visible += c.visible;
+          wide += c.wide;
+          candidates += c.candidates;
+          isolated += c.isolatedWide + c.isolatedNarrow;
+          isolatedMarked += c.isolatedMarked;
+          totals.isolatedWide += c.isolatedWide;
+          totals.isolatedNarrow += c.isolatedNarrow;
+        });
+        // a rectangle holds at least a task, a task alone is a rectangle of its own
+        assert.ok(isolated <= p.rects && p.rects <= visible, label);
+        assert.ok(isolatedMarked <= p.marked && p.marked <= p.rects, label);
+        // tasks at least a pixel wide are visited one by one; no task before the
+        // longest task's length before the view, nor after it
+        assert.ok(wide <= p.visited && p.visited <= candidates, label);
+        totals.dense += p.visited < visible ? 1 : 0;
+        totals.wide += wide > 0 ? 1 : 0;
+        painted.push(p);
       }
+      // the run's groups are (g + 3) % 7 of the lanes': the same picture, recoloured
+      const [own, byRow] = painted;
+      const recoloured = Array.from(own.pixels, v =>
+        v === 0 ? 0 : color((groupOf(v) + 3) % 7, levelOf(v))
+      );
+      assert.deepEqual(Array.from(byRow.pixels), recoloured);
+      assert.deepEqual([byRow.rects, byRow.visited], [own.rects, own.visited]);
     }
-    assert.ok(dense > 0 && wide > 0);
+    // the cases exercise summed columns (tasks not visited), tasks drawn on their own
+    // and tasks checked pixel by pixel, wide and narrow
+    assert.ok(
+      Object.values(totals).every(n => n > 0),
+      JSON.stringify(totals)
+    );
+  });
+
+  it('paints nothing where there are no tasks', () => {
+    const l = lane(
+      [
+        [1, 2],
+        [2.5, 2.5001],
+        [6, 7]
+      ],
+      [1, 2, 3]
+    );
+    for (const [v0, v1, width] of [
+      [3, 5.5, 10], // between tasks (wide and narrow ones nearby)
+      [-5, 0.5, 10], // before the first
+      [7.5, 20, 10], // after the last
+      [0, 10, 0], // no width
+      [5, 5, 10], // an empty window
+      [5, 4, 10] // a reversed one
+    ]) {
+      const p = painter(Math.max(1, width), 3);
+      p.offset = p.width;
+      paintLane(l, null, v0, v1, width, p);
+      assert.ok(
+        p.pixels.every(v => v === 0),
+        `[${v0}, ${v1}] ${width}`
+      );
+      assert.equal(p.rects, 0);
+    }
+    const p = painter(10);
+    paintLane(new LaneIndex(), null, 0, 10, 10, p);
+    assert.ok(p.pixels.every(v => v === 0));
+    assert.deepEqual([p.rects, p.visited], [0, 0]);
+  });
+
+  it('counts the rectangles of the marked colour; indices past the palette get its last', () => {
+    const l = lane(
+      [
+        [0, 1],
+        [2, 3],
+        [4, 4.5], // half a column: level 2
+        [5, 6]
+      ],
+      [0, 2, 6, 2]
+    );
+    const p = painter(6, 1, 3); // colours 0, 1 and 2: 6 is painted as 2
+    p.mark = 2;
+    paintLane(l, null, 0, 6, 6, p);
+    const c = color(2, 3);
+    assert.deepEqual(pixelRow(p), [color(0, 3), 0, c, 0, color(2, 2), c]);
+    // the marked index is the task's own (6 is not 2, though painted as 2)
+    assert.deepEqual([p.rects, p.marked, p.visited], [4, 2, 4]);
   });
 
   it('fills clipped to its row and counts the rectangles of one colour', () => {
@@ -435,7 +760,6 @@ describe('lod: paintLane', () => {
   it("copies each lane's first row to its other rows", () => {
     const pixels = Uint32Array.from([1, 2, 0, 0, 0, 0, 3, 4, 0, 0]);
     copyLaneRows(pixels, {
-      dpr: 1,
       width: 2,
       height: 5,
       laneTop: [0, 3, 9],
