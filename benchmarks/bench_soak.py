@@ -14,6 +14,10 @@ bounded histories of its own (the scheduler runs in the kernel), so what counts 
 profiled loop's slope minus its bare twin's, printed last. The CI version is
 ``tests/reliability/test_load.py``.
 
+``--trim`` calls glibc's ``malloc_trim(0)`` before each kernel RSS sample, so that RSS
+counts memory in use rather than free memory the allocator kept; each loop's end prints
+the RSS before and after one such trim either way.
+
 Each cluster twin runs in a fresh Python process of its own: RSS does not come down after
 a loop, and process-wide caches (dask's ``key_split``, 100,000 keys) fill once, so twins
 run one after the other in one process would not compare. ``--loops`` picks loops.
@@ -26,6 +30,7 @@ lines that grow most, and for the cluster the N that grow most more than in its 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import pickle
 import re
@@ -67,8 +72,15 @@ def graph(i: int, n: int = 100) -> tuple[dict[Any, Any], list[Any]]:
     return dsk, outs
 
 
+#: ``--trim``: glibc's ``malloc_trim(0)`` before each RSS sample of the kernel (RSS then
+#: counts memory in use, not free memory the allocator kept)
+TRIM = False
+
+
 def kernel() -> dict[str, float]:
     gc.collect()
+    if TRIM:
+        malloc_trim()
     proc = psutil.Process()
     return {
         "threads": threading.active_count(),
@@ -247,6 +259,19 @@ def panel_step(i: int) -> None:
     dask.threaded.get(dsk, outs)
 
 
+def malloc_trim() -> tuple[int, int] | None:
+    """The kernel's RSS before and after glibc's ``malloc_trim(0)`` (None: not glibc)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    gc.collect()
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    libc.malloc_trim(0)
+    return before, proc.memory_info().rss
+
+
 def run_loop(
     name: str,
     seconds: float,
@@ -287,6 +312,10 @@ def run_loop(
     elapsed = time.monotonic() - t
     per_hour = n / elapsed * 3600
     print(f"{name}: {n:,} computes in {elapsed:.0f} s ({n / elapsed:.1f}/s)")
+    trimmed = malloc_trim()
+    if trimmed is not None:  # RSS growth that is free memory the allocator kept
+        before, after = trimmed
+        print(f"  kernel RSS {before / 2**20:,.1f} MiB, {after / 2**20:,.1f} MiB after malloc_trim")
     own.report("kernel", per_hour)
     for address, series in workers.items():
         series.report(f"worker {address.rsplit(':', 1)[-1]}", per_hour)
@@ -353,6 +382,7 @@ def twin_in_a_process(twin: str, seconds: float, every: float, lines: int) -> So
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "soak.pickle"
         args = [sys.executable, __file__, "--twin", twin, "--out", str(out)]
+        args += ["--trim"] if TRIM else []
         args += ["--seconds", str(seconds), "--every", str(every), "--lines", str(lines)]
         subprocess.run(args, check=True)
         soak: Soak = pickle.loads(out.read_bytes())
@@ -369,12 +399,17 @@ def main() -> None:
     parser.add_argument(
         "--loops", default="threads,panel,cluster", help="comma-separated: threads,panel,cluster"
     )
+    parser.add_argument(
+        "--trim", action="store_true", help="malloc_trim(0) before each kernel RSS sample"
+    )
     # one cluster twin, in this process (how the main process runs each)
     parser.add_argument("--twin", choices=["ours", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.lines
+    global TRIM
+    TRIM = args.trim
     if args.twin:
         soak = cluster_twin(args.twin, args.seconds, args.every, n)
         Path(args.out).write_bytes(pickle.dumps(soak))
