@@ -32,8 +32,10 @@ LAST = (
     "print(len(run.tasks), run.meta['id'], run.tasks['worker'].str.startswith('tcp://').all(),"
     " run.meta['schedulers'])"
 )
-KERNEL_STACKS = (
-    "import daskprofile.jupyter.comm as c\nprint(c.hub().session.samplers.stacks.running)"
+KERNEL_SAMPLERS = (
+    "import daskprofile.jupyter.comm as c\n"
+    "s = c.hub().session.samplers\n"
+    "print(s.stacks.running, s.resources.running)"
 )
 #: a compute whose tasks take chunks computed on the other worker (x.T)
 TRANSFERS = (
@@ -106,12 +108,13 @@ def test_a_cluster_compute_streams_to_the_panel_with_no_user_code(panel: Panel) 
         summary = panel.of("run_end", rid)[0]["summary"]
         assert summary["tasks"] == int(n)
         assert not {m["type"] for m in panel.log} & TABLES  # a 1.0 panel: nothing of 1.2
-        # the stacks are the workers': the kernel (which runs the scheduler) is not sampled
+        # the stacks and CPU/memory lines are the workers': the kernel (which runs the
+        # scheduler) is not sampled
         assert panel.of("stacks", rid)
-        assert panel.execute(KERNEL_STACKS).strip() == "False"
+        assert panel.execute(KERNEL_SAMPLERS).split() == ["False", "False"]
         # until a compute runs in it (the same cell's run is still open when it prints)
-        local = "x.sum().compute(scheduler='threads')\n" + KERNEL_STACKS
-        assert panel.execute(local).strip() == "True"
+        local = "x.sum().compute(scheduler='threads')\n" + KERNEL_SAMPLERS
+        assert panel.execute(local).split() == ["True", "True"]
     finally:
         _close_cluster(panel)
 

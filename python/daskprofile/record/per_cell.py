@@ -198,14 +198,15 @@ class CellRecorder(Listener):
     def _samplers(self, on: bool, local: bool = True) -> None:
         """Start or stop the samplers and the cluster plugins (caller holds the lock);
         starting cancels a pending idle stop (its thread sees it is no longer current).
-        ``local=False``: a run opened by a cluster graph; the kernel's stack sampler waits
-        for a local compute (:meth:`_sample_stacks`): on a cluster the stacks are the
-        workers', and sampling the kernel would slow an in-process scheduler for nothing."""
+        ``local=False``: a run opened by a cluster graph; the kernel's samplers wait for a
+        local compute (:meth:`_sample_kernel`): on a cluster the stacks and the CPU/memory
+        lines are the workers', and sampling the kernel would slow an in-process scheduler
+        for nothing."""
         if on and self._idle is not None:
             self._idle.cancel()
             self._idle = None
         for sampler in (self.samplers.resources, self.samplers.stacks):
-            if sampler is None or (on and not local and sampler is self.samplers.stacks):
+            if sampler is None or (on and not local):
                 continue
             sampler.start() if on else sampler.stop()
         if not on and self.cluster is not None:
@@ -266,7 +267,7 @@ class CellRecorder(Listener):
         if recording is None:
             return
         with self.lock:
-            self._sample_stacks()
+            self._sample_kernel()
             self._inflight[id(recording)] = self._inflight.get(id(recording), 0) + 1
             self._computes[compute.id] = recording
         for listener in recording.listeners:
@@ -295,11 +296,14 @@ class CellRecorder(Listener):
         if closing:
             self._end_or_linger(recording)
 
-    def _sample_stacks(self) -> None:
-        """A local compute: the kernel's stacks are sampled (caller holds the lock)."""
-        stacks = self.samplers.stacks
-        if stacks is not None and self._open_runs and not stacks.running:
-            stacks.start()
+    def _sample_kernel(self) -> None:
+        """A local compute: the kernel's stacks and resources are sampled (caller holds
+        the lock)."""
+        if not self._open_runs:
+            return
+        for sampler in (self.samplers.resources, self.samplers.stacks):
+            if sampler is not None and not sampler.running:
+                sampler.start()
 
     def on_listener_error(self, exc: BaseException) -> None:
         self.errors.append({"collector": self.name, "error": repr(exc)})
