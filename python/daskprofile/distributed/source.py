@@ -100,7 +100,7 @@ class Target:
     resource_stop: dict[str, int] = field(default_factory=dict)
     #: called once a batch has added task rows to this target (the event loop thread)
     arrived: Callable[[], None] | None = None
-    #: when its graphs were first found all recorded (perf_counter; see ``pending``)
+    #: when its graphs were first found all recorded (perf_counter; see ``samples_behind``)
     rows_done: float | None = None
 
 
