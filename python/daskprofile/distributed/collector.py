@@ -327,9 +327,7 @@ class DistributedCollector(Collector):
 
     def _measure_clock(self) -> None:
         """Offset of the scheduler's clock; none on this host (one clock: no noise)."""
-        if self.local:  # one process, one clock
-            self.clock_offset = 0.0
-            self.to_perf = perf_counter() - time.time()
+        if self.local:  # one process, one clock: start() set to_perf, no offset
             return
         before = time.time()
         remote, host = self.client.run_on_scheduler(scheduler_clock)
