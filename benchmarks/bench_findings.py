@@ -155,6 +155,8 @@ def chain_section(n: int = 20, t: float = 0.03) -> None:
     x = delayed(nap)(0, t)
     for _ in range(n - 1):
         x = delayed(nap)(x, t)
+    # dask's first compute in a process imports distributed (~0.25 s): not the chain's time
+    delayed(nap)(0, 0).compute(scheduler="threads")
     with daskprofile.profile() as run:
         t0 = time.perf_counter()
         x.compute(scheduler="threads", num_workers=2)
