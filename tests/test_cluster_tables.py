@@ -209,7 +209,7 @@ def test_a_worker_killed_mid_run_leaves_lost_tasks_rerun_and_killed_ones_recorde
         with daskprofile.profile(client=c) as run:
             a = c.map(inc, range(8), pure=False)
             distributed.wait(a)
-            # the workers send the rows they made within 50 ms; a worker killed sooner
+            # the workers send the rows they made within 0.15 s; a worker killed sooner
             # takes them with it (the results it held are computed again all the same)
             _until(lambda: len(run.tasks) >= len(a))
             b = c.map(slow, a, delay=0.5, pure=False)

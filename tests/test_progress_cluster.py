@@ -121,7 +121,7 @@ def test_text_bar_draws_one_line_per_burst_of_cluster_work(client: Any) -> None:
     out = io.StringIO()
     with diagnostics.ProgressBar(out=out, dt=0.05):
         dask.compute(*graph(first=10))
-        time.sleep(0.6)  # the first burst is seen to end (batches every 50 ms)
+        time.sleep(0.6)  # the first burst is seen to end (rows within 0.15 s)
         dask.compute(*graph(second=10))
     assert [p.split("|")[1].strip() for p in lines(out.getvalue())] == ["100% Completed"] * 2
 

@@ -59,10 +59,10 @@ _BOUNDS = frozenset({"run_start", "run_end"})
 PROGRESS_PERIOD = 0.25
 #: shortest time between two polls when a cluster's rows arrive (:meth:`Publisher.nudge`):
 #: each poll reads every live table and wakes this thread, which then takes the GIL from
-#: the client's event loop (the scheduler's too, in a notebook's LocalCluster). The rate
-#: limit, not this gap, is what holds rows back most (bench_cluster_panel at 0.05 s:
-#: applied -> sent p50 ~240 ms)
-NUDGE_GAP = 0.1
+#: the client's event loop (the scheduler's too, in a notebook's LocalCluster); a poll
+#: costs ~1.2 ms however few rows it finds. A tick (0.2 s) rather than 0.1 s: ~3 us/task
+#: of kernel CPU less on a 2-worker map; lag p50/p99 ~180/360 ms (target 500)
+NUDGE_GAP = 0.2
 #: the sampled series of a live run are polled when this share of a tick has passed since
 #: their last poll (polls a tick apart: every one; nudged polls between: not)
 SERIES_SHARE = 0.9
