@@ -542,10 +542,16 @@ class _Router:
             names = _Names(collector.groups.names, collector.worker_labels.names, collector.to_perf)
             names.texts = msg.get("exceptions") or {}
             names.corrected = bool(msg.get("corrected"))
-            source._graphs(entry, msg.get("graphs") or [], collector.groups)
-            source._tasks(entry, msg["tasks"], names)
-            source._cache(msg["cache"], names)
-            source._pending(entry, msg.get("pending") or {})
+            # each part on its own: one that fails (recorded by the caller) does not keep
+            # the others, the pending counts above all, from the runs they belong to
+            failed = _each(
+                lambda: source._graphs(entry, msg.get("graphs") or [], collector.groups),
+                lambda: source._tasks(entry, msg["tasks"], names),
+                lambda: source._cache(msg["cache"], names),
+                lambda: source._pending(entry, msg.get("pending") or {}),
+            )
+        if failed is not None:
+            raise failed
 
     def worker_batch(self, msg: dict[str, Any]) -> None:
         source = self.source
@@ -572,6 +578,17 @@ def _since(columns: Any, start: int, stops: Mapping[str, int], src: str) -> Call
         return rows, new_cursor
 
     return read
+
+
+def _each(*parts: Callable[[], None]) -> Exception | None:
+    """Call every part; the first exception raised, if any (the others still ran)."""
+    first: Exception | None = None
+    for part in parts:
+        try:
+            part()
+        except Exception as exc:
+            first = first or exc
+    return first
 
 
 def _give_up(entry: _Client, why: str) -> None:
