@@ -2,25 +2,31 @@
 
     PYTHONPATH=python python benchmarks/bench_soak.py [--minutes 60] [--every 30]
 
-Four loops share the time equally: ``profile()`` blocks on the threads scheduler, the same
+Five loops share the time equally: ``profile()`` blocks on the threads scheduler, the same
 computes recorded by the panel's per-cell recorder (a connected panel's comm handlers and
-a comm that counts what it is sent), ``profile()`` blocks on a ``LocalCluster`` of 2
-worker processes, and its bare twin: the same computes on a fresh cluster of the same kind
-with no daskprofile. Each loop samples every ``--every`` seconds the kernel's threads, fds,
-RSS and traced memory (``tracemalloc``), and the workers' threads, fds and RSS
-(``client.run``), then prints each series' least-squares slope per compute and per hour
-beside its range. A slope that is not ~0 is growth; on a cluster, distributed keeps
-bounded histories of its own (the scheduler runs in the kernel), so what counts is the
-profiled loop's slope minus its bare twin's, printed last. The CI version is
-``tests/reliability/test_load.py``.
+a comm that counts what it is sent), their bare twin (the same computes with no
+daskprofile), ``profile()`` blocks on a ``LocalCluster`` of 2 worker processes, and its
+bare twin: the same computes on a fresh cluster of the same kind with no daskprofile.
+Each loop samples every ``--every`` seconds the kernel's threads, fds, RSS, traced memory
+(``tracemalloc``), pymalloc's blocks in use (``sys.getallocatedblocks()``) and objects
+tracked by the gc, and the workers' threads, fds and RSS (``client.run``), then prints
+each series' least-squares slope per compute and per hour beside its range, and for RSS
+and blocks also the slope over the second half of the samples (growth that stops is
+warm-up, not a leak). A slope that is not ~0 is growth; Python and dask keep caches and
+distributed bounded histories of their own (the scheduler runs in the kernel), so what
+counts is each profiled loop's slope minus its bare twin's, printed last. The CI version
+is ``tests/reliability/test_load.py``.
 
 ``--trim`` calls glibc's ``malloc_trim(0)`` before each kernel RSS sample, so that RSS
 counts memory in use rather than free memory the allocator kept; each loop's end prints
 the RSS before and after one such trim either way.
 
-Each cluster twin runs in a fresh Python process of its own: RSS does not come down after
-a loop, and process-wide caches (dask's ``key_split``, 100,000 keys) fill once, so twins
-run one after the other in one process would not compare. ``--loops`` picks loops.
+Each loop runs in a fresh Python process of its own: RSS does not come down after a loop,
+and process-wide caches (dask's ``key_split``, 100,000 keys) fill once, so loops run one
+after the other in one process would not compare. ``--loops`` picks loops (the local
+loops' bare twin runs with either). Every loop is traced alike, since tracemalloc's own
+tables cost untraced memory; ``--no-trace`` leaves tracemalloc off (no traced series, no
+``--lines``), so RSS has none of it.
 
 ``--lines N``: where the kernel's traced memory grows, by line (tracemalloc snapshots
 half-way through each loop and at its end, compared by line: bytes per compute), the N
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import itertools
 import pickle
 import re
 import subprocess
@@ -75,6 +82,10 @@ def graph(i: int, n: int = 100) -> tuple[dict[Any, Any], list[Any]]:
 #: ``--trim``: glibc's ``malloc_trim(0)`` before each RSS sample of the kernel (RSS then
 #: counts memory in use, not free memory the allocator kept)
 TRIM = False
+#: ``--no-trace`` clears it: tracemalloc on during every loop
+TRACE = True
+#: series whose slope over the second half of the samples is printed too
+HALVES = ("rss", "blocks")
 
 
 def kernel() -> dict[str, float]:
@@ -82,12 +93,16 @@ def kernel() -> dict[str, float]:
     if TRIM:
         malloc_trim()
     proc = psutil.Process()
-    return {
+    out: dict[str, float] = {
         "threads": threading.active_count(),
         "fds": proc.num_fds(),
         "rss": proc.memory_info().rss,
-        "traced": tracemalloc.get_traced_memory()[0],
+        "blocks": sys.getallocatedblocks(),
+        "objects": len(gc.get_objects()),
     }
+    if TRACE:
+        out["traced"] = tracemalloc.get_traced_memory()[0]
+    return out
 
 
 def worker() -> dict[str, float]:
@@ -117,11 +132,13 @@ class Series:
         for name, value in sample.items():
             self.values.setdefault(name, []).append(value)
 
-    def slope(self, name: str) -> float:
-        """Least-squares growth of ``name`` per compute (nan with fewer than 3 samples)."""
-        if len(self.x) < 3:
+    def slope(self, name: str, half: bool = False) -> float:
+        """Least-squares growth of ``name`` per compute, over the second half of the samples
+        if ``half`` (nan with fewer than 3 samples)."""
+        start = len(self.x) // 2 if half else 0
+        if len(self.x) - start < 3:
             return float("nan")
-        return float(np.polyfit(self.x, self.values[name], 1)[0])
+        return float(np.polyfit(self.x[start:], self.values[name][start:], 1)[0])
 
     def report(self, title: str, per_hour: float) -> None:
         if len(self.x) < 3:
@@ -130,9 +147,11 @@ class Series:
         for name, ys in self.values.items():
             slope = self.slope(name)
             unit = "B" if name in ("rss", "traced") else ""
+            half = f"  2nd half {self.slope(name, True):+10.2f}" if name in HALVES else ""
             print(
                 f"  {title:18s} {name:8s} {slope:+12.2f} {unit}/compute "
                 f"{slope * per_hour:+14.0f} {unit}/hour   range {min(ys):,.0f}..{max(ys):,.0f}"
+                + half
             )
 
 
@@ -147,33 +166,35 @@ class Soak:
     lines: dict[str, float]
 
 
-#: tracemalloc's own allocations are not the loop's
-_NOT_TRACEMALLOC = tracemalloc.Filter(False, tracemalloc.__file__)
+#: tracemalloc's and this file's own allocations (samples, sizes by line) are not the loop's
+_NOT_OURS = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
 
 
 class Lines:
-    """Tracemalloc snapshots half-way through a loop and at its end: growth by line."""
+    """Tracemalloc snapshots half-way through a loop and at its end: growth by line. Only
+    each snapshot's bytes by line are kept: a snapshot held from half-way on (its traces,
+    MBs of tuples) would be growth of the loop's RSS."""
 
     def __init__(self, seconds: float) -> None:
         self.half = time.monotonic() + seconds / 2
-        self.snaps: list[tuple[int, tracemalloc.Snapshot]] = []
+        self.snaps: list[tuple[int, dict[str, int]]] = []
 
     def sample(self, i: int, last: bool = False) -> None:
         if last or (not self.snaps and time.monotonic() >= self.half):
-            snap = tracemalloc.take_snapshot()
-            self.snaps.append((i, snap.filter_traces([_NOT_TRACEMALLOC])))
+            snap = tracemalloc.take_snapshot().filter_traces(_NOT_OURS)
+            sizes: dict[str, int] = {}
+            for stat in snap.statistics("lineno"):
+                frame = stat.traceback[0]
+                name = f"{_short(frame.filename)}:{frame.lineno}"
+                sizes[name] = sizes.get(name, 0) + stat.size
+            self.snaps.append((i, sizes))
 
     def growth(self) -> dict[str, float]:
         """Bytes per compute by ``file:line`` between the two snapshots."""
         if len(self.snaps) < 2 or self.snaps[-1][0] <= self.snaps[0][0]:
             return {}
         (i0, old), (i1, new) = self.snaps[0], self.snaps[-1]
-        out: dict[str, float] = {}
-        for diff in new.compare_to(old, "lineno"):
-            frame = diff.traceback[0]
-            name = f"{_short(frame.filename)}:{frame.lineno}"
-            out[name] = out.get(name, 0.0) + diff.size_diff / (i1 - i0)
-        return out
+        return {k: (new.get(k, 0) - old.get(k, 0)) / (i1 - i0) for k in new.keys() | old.keys()}
 
 
 def _short(filename: str) -> str:
@@ -254,7 +275,8 @@ def threads_step(i: int) -> None:
         dask.threaded.get(dsk, outs)
 
 
-def panel_step(i: int) -> None:
+def bare_step(i: int) -> None:
+    """A compute with no daskprofile (the panel records it if one is connected)."""
     dsk, outs = graph(i)
     dask.threaded.get(dsk, outs)
 
@@ -286,7 +308,7 @@ def run_loop(
 
     def sample(i: int) -> None:
         own.add(i, kernel())
-        if lines:
+        if lines and TRACE:
             by_line.sample(i)
         if client is not None:
             for address, values in client.run(worker).items():
@@ -295,7 +317,8 @@ def run_loop(
     # traced from before the warm-up: the kept history fills with runs whose memory is
     # traced (runs made before tracing, replaced during the soak, would look like growth:
     # their frees are not seen, their successors' allocations are)
-    tracemalloc.start()
+    if TRACE:
+        tracemalloc.start()
     try:
         for i in range(30):  # warm: imports, pools, the kept history filled
             step(-1 - i)
@@ -304,7 +327,7 @@ def run_loop(
         t = time.monotonic()
         by_line.half = t + seconds / 2
         n = loop(seconds, every, step, sample)
-        if lines:
+        if lines and TRACE:
             by_line.sample(n, last=True)
     finally:
         tracemalloc.stop()
@@ -324,20 +347,24 @@ def run_loop(
     return Soak(own, [workers[a] for a in sorted(workers)], per_hour, growth)
 
 
-def report_twin(ours: Soak, bare: Soak, lines: int = 0) -> None:
-    """Per compute, the profiled loop's slopes minus its bare twin's (workers paired in
-    address order; per hour at the profiled loop's rate)."""
-    print("LocalCluster, profile() minus bare (slopes per compute):")
-    rows = [("kernel", "traced", ours.kernel, bare.kernel)]
-    rows.append(("kernel", "rss", ours.kernel, bare.kernel))
+def report_twin(title: str, ours: Soak, bare: Soak, lines: int = 0) -> None:
+    """Per compute, the profiled loop's slopes minus its bare twin's, over all samples and
+    (``2nd``) their second half (workers paired in address order; per hour at the
+    profiled loop's rate)."""
+    print(f"{title} minus bare (slopes per compute):")
+    series = ["traced", "rss", "blocks"] if TRACE else ["rss", "blocks"]
+    rows = [("kernel", name, ours.kernel, bare.kernel) for name in series]
     pairs = enumerate(zip(ours.workers, bare.workers, strict=True))
     rows += [(f"worker {j}", "rss", o, b) for j, (o, b) in pairs]
-    for title, name, o, b in rows:
-        mine, theirs = o.slope(name), b.slope(name)
+    for (who, name, o, b), half in itertools.product(rows, (False, True)):
+        if half and name not in HALVES:
+            continue
+        mine, theirs = o.slope(name, half), b.slope(name, half)
         extra = mine - theirs
         print(
-            f"  {title:18s} {name:8s} ours {mine:+10.0f}  bare {theirs:+10.0f}  "
-            f"ours-bare {extra:+10.0f} B/compute {extra * ours.per_hour:+14.0f} B/hour"
+            f"  {who:10s} {name:6s} {'2nd' if half else 'all'} ours {mine:+10.0f}  "
+            f"bare {theirs:+10.0f}  ours-bare {extra:+10.0f} /compute "
+            f"{extra * ours.per_hour:+14.0f} /hour"
         )
     names = set(ours.lines) | set(bare.lines)
     extra_lines = {k: ours.lines.get(k, 0.0) - bare.lines.get(k, 0.0) for k in names}
@@ -359,6 +386,23 @@ def local_cluster() -> Iterator[Any]:
         yield client
 
 
+def local_twin(twin: str, seconds: float, every: float, lines: int) -> Soak:
+    """One loop on the threads scheduler: ``profile()`` blocks (``threads``), the panel's
+    per-cell recording (``panel``) or the same computes bare (``local-bare``)."""
+    if twin == "threads":
+        title = "profile() blocks, threads scheduler"
+        return run_loop(title, seconds, every, threads_step, lines=lines)
+    if twin == "local-bare":
+        return run_loop("bare twin, threads scheduler", seconds, every, bare_step, lines=lines)
+    with panel():
+        title = "panel's per-cell recording, threads"
+        soak = run_loop(title, seconds, every, bare_step, lines=lines)
+        ring = panel_ring()
+        if ring is not None:  # the shared resource sampler forgets what no run reads
+            print(f"  shared resource sampler: {len(ring):,} samples held of {ring.total:,}")
+        return soak
+
+
 def cluster_twin(twin: str, seconds: float, every: float, lines: int) -> Soak:
     """One LocalCluster loop: ``profile()`` blocks (``ours``) or the same computes bare."""
     with local_cluster() as client:
@@ -376,13 +420,15 @@ def cluster_twin(twin: str, seconds: float, every: float, lines: int) -> Soak:
 
 
 def twin_in_a_process(twin: str, seconds: float, every: float, lines: int) -> Soak:
-    """:func:`cluster_twin` in a fresh Python process: each twin starts from the same
-    empty process (RSS does not come down after a loop, and caches fill once per
-    process), so their slopes compare."""
+    """:func:`local_twin` or :func:`cluster_twin` in a fresh Python process: each loop
+    starts from the same empty process (RSS does not come down after a loop, and caches
+    fill once per process), so their slopes compare."""
+    sys.stdout.flush()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "soak.pickle"
         args = [sys.executable, __file__, "--twin", twin, "--out", str(out)]
         args += ["--trim"] if TRIM else []
+        args += [] if TRACE else ["--no-trace"]
         args += ["--seconds", str(seconds), "--every", str(every), "--lines", str(lines)]
         subprocess.run(args, check=True)
         soak: Soak = pickle.loads(out.read_bytes())
@@ -402,38 +448,43 @@ def main() -> None:
     parser.add_argument(
         "--trim", action="store_true", help="malloc_trim(0) before each kernel RSS sample"
     )
-    # one cluster twin, in this process (how the main process runs each)
-    parser.add_argument("--twin", choices=["ours", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-trace", action="store_true", help="tracemalloc off (RSS without its tables)"
+    )
+    # one loop, in this process (how the main process runs each)
+    twins = ["threads", "panel", "local-bare", "ours", "bare"]
+    parser.add_argument("--twin", choices=twins, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.lines
-    global TRIM
-    TRIM = args.trim
+    global TRIM, TRACE
+    TRIM, TRACE = args.trim, not args.no_trace
+    if n and not TRACE:
+        parser.error("--lines needs tracemalloc: not with --no-trace")
     if args.twin:
-        soak = cluster_twin(args.twin, args.seconds, args.every, n)
+        run = cluster_twin if args.twin in ("ours", "bare") else local_twin
+        soak = run(args.twin, args.seconds, args.every, n)
         Path(args.out).write_bytes(pickle.dumps(soak))
         return
     loops = [name for name in args.loops.split(",") if name]
     unknown = set(loops) - {"threads", "panel", "cluster"}
     if unknown:
         parser.error(f"--loops: unknown {sorted(unknown)}")
-    parts = len(loops) + ("cluster" in loops)
+    local = [name for name in loops if name != "cluster"]
+    parts = len(loops) + bool(local) + ("cluster" in loops)
     share = args.minutes * 60 / parts
     print(f"soak, {args.minutes:g} min in {parts} loops, slopes by least squares")
-    if "threads" in loops:
-        run_loop("profile() blocks, threads scheduler", share, args.every, threads_step, lines=n)
-    if "panel" in loops:
-        with panel():
-            run_loop("panel's per-cell recording, threads", share, args.every, panel_step, lines=n)
-            ring = panel_ring()
-            if ring is not None:  # the shared resource sampler forgets what no run reads
-                print(f"  shared resource sampler: {len(ring):,} samples held of {ring.total:,}")
+    if local:
+        soaks = {name: twin_in_a_process(name, share, args.every, n) for name in local}
+        bare = twin_in_a_process("local-bare", share, args.every, n)
+        titles = {"threads": "threads, profile()", "panel": "threads, the panel's recording"}
+        for name, soak in soaks.items():
+            report_twin(titles[name], soak, bare, n)
     if "cluster" in loops:
-        sys.stdout.flush()
         ours = twin_in_a_process("ours", share, args.every, n)
         bare = twin_in_a_process("bare", share, args.every, n)
-        report_twin(ours, bare, n)
+        report_twin("LocalCluster, profile()", ours, bare, n)
 
 
 if __name__ == "__main__":
