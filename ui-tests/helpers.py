@@ -342,6 +342,12 @@ def _wait_queued(page: Any, cell: Any, editor: Any, tries: int = 3) -> None:
         except Exception:
             if attempt == tries - 1:
                 raise
+        # a dialog the skipped run opened (CI, loaded: one intercepted every click, e.g.
+        # the kernel not ready yet) takes its default answer, then the cell runs again
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count():
+            dialog.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+            dialog.first.wait_for(state="detached", timeout=30_000)
         editor.click()
         page.keyboard.press("Shift+Enter")
 
