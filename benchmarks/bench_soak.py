@@ -31,6 +31,12 @@ tables cost untraced memory; ``--no-trace`` leaves tracemalloc off (no traced se
 ``--lines N``: where the kernel's traced memory grows, by line (tracemalloc snapshots
 half-way through each loop and at its end, compared by line: bytes per compute), the N
 lines that grow most, and for the cluster the N that grow most more than in its bare twin.
+``--rate R`` holds every loop to at most R computes a second: a profiled loop is slower
+than its bare twin, so unpaced it makes fewer computes in the same time, and what grows
+with time rather than with computes (distributed's time-bound histories) then reads as
+more per compute; paced, both make the same computes in the same time. ``--log-length N``
+sets ``distributed.admin.log-length`` (records each scheduler and worker keeps of its log,
+10,000 by default) in every process the loops start.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import argparse
 import ctypes
 import gc
 import itertools
+import os
 import pickle
 import re
 import subprocess
@@ -84,6 +91,8 @@ def graph(i: int, n: int = 100) -> tuple[dict[Any, Any], list[Any]]:
 TRIM = False
 #: ``--no-trace`` clears it: tracemalloc on during every loop
 TRACE = True
+#: ``--rate``: computes per second at most in each loop (0: as fast as they go)
+RATE = 0.0
 #: series whose slope over the second half of the samples is printed too
 HALVES = ("rss", "blocks")
 
@@ -216,9 +225,11 @@ def print_lines(title: str, growth: dict[str, float], n: int) -> None:
 def loop(
     seconds: float, every: float, step: Callable[[int], None], sample: Callable[[int], None]
 ) -> int:
-    """``step(i)`` until ``seconds`` pass; ``sample(i)`` every ``every`` seconds."""
-    end = time.monotonic() + seconds
-    next_sample = time.monotonic()
+    """``step(i)`` until ``seconds`` pass; ``sample(i)`` every ``every`` seconds; at most
+    :data:`RATE` steps a second if set (the loop waits between steps to hold that pace)."""
+    start = time.monotonic()
+    end = start + seconds
+    next_sample = start
     i = 0
     while time.monotonic() < end:
         if time.monotonic() >= next_sample:
@@ -226,6 +237,10 @@ def loop(
             next_sample += every
         step(i)
         i += 1
+        if RATE:
+            wait = start + i / RATE - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
     sample(i)
     return i
 
@@ -429,6 +444,7 @@ def twin_in_a_process(twin: str, seconds: float, every: float, lines: int) -> So
         args = [sys.executable, __file__, "--twin", twin, "--out", str(out)]
         args += ["--trim"] if TRIM else []
         args += [] if TRACE else ["--no-trace"]
+        args += ["--rate", str(RATE)] if RATE else []
         args += ["--seconds", str(seconds), "--every", str(every), "--lines", str(lines)]
         subprocess.run(args, check=True)
         soak: Soak = pickle.loads(out.read_bytes())
@@ -451,6 +467,19 @@ def main() -> None:
     parser.add_argument(
         "--no-trace", action="store_true", help="tracemalloc off (RSS without its tables)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="computes per second at most in every loop (the same computes in the same "
+        "time in a loop and its twin: slopes per compute and per second then agree)",
+    )
+    parser.add_argument(
+        "--log-length",
+        type=int,
+        help="distributed.admin.log-length for the clusters (the scheduler's and workers' "
+        "kept log records; distributed's default 10,000)",
+    )
     # one loop, in this process (how the main process runs each)
     twins = ["threads", "panel", "local-bare", "ours", "bare"]
     parser.add_argument("--twin", choices=twins, help=argparse.SUPPRESS)
@@ -458,8 +487,14 @@ def main() -> None:
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
     n = args.lines
-    global TRIM, TRACE
-    TRIM, TRACE = args.trim, not args.no_trace
+    global TRIM, TRACE, RATE
+    TRIM, TRACE, RATE = args.trim, not args.no_trace, args.rate
+    if RATE < 0:
+        parser.error("--rate: must be >= 0")
+    if args.log_length is not None:  # read by every process the loops start
+        if args.log_length < 0:
+            parser.error("--log-length: must be >= 0")
+        os.environ["DASK_DISTRIBUTED__ADMIN__LOG_LENGTH"] = str(args.log_length)
     if n and not TRACE:
         parser.error("--lines needs tracemalloc: not with --no-trace")
     if args.twin:
