@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from daskprofile.distributed._tables import LATE_REPORT, ProcessResources, cluster_totals
+from daskprofile.distributed.source import Target, _settle, _since
 from daskprofile.record.cursors import live_grid
+from daskprofile.run import Run
 
 DT = 0.1
 T0 = 1000.0
@@ -91,3 +93,40 @@ def test_live_totals_wait_for_a_process_whose_batch_is_late() -> None:
     # the kept table (not complete) has every row to the newest sample
     kept = cluster_totals([a.snapshot(), b.snapshot()], DT, origin=T0)
     assert kept["time"][-1] >= rows["time"][-1]
+
+
+def test_a_runs_process_series_starts_with_the_last_sample_before_it() -> None:
+    """A worker's batch on its way when a run opens holds samples from before the run:
+    they count by their time, not by when they came. The run's series of that process
+    starts with the last sample before it, live and kept alike (CI once read two samples
+    over 0.5 s before a run's start in its kept series)."""
+    proc = _process(1)
+    _samples(proc, np.array([T0 - 1.0, T0 - 0.8]), 10.0)  # arrived before the run opened
+    target = Target(run=Run())
+    target.resource_start["p"] = proc.columns.n - 1  # the first guess when it opens
+    target.opened = T0
+    read = _since(proc.columns, target, "p")
+    rows, cursor = read(0)
+    assert len(rows["time"]) == 0  # nothing from after the start yet: not settled
+    _samples(proc, np.array([T0 - 0.6, T0 - 0.4, T0 - 0.2]), 20.0)  # on its way: before T0
+    rows, cursor = read(cursor)
+    assert len(rows["time"]) == 0
+    _samples(proc, np.array([T0 + 0.0, T0 + 0.2]), 30.0)
+    rows, cursor = read(cursor)
+    assert list(rows["time"]) == [T0 - 0.2, T0, T0 + 0.2]
+    with proc.columns.lock:  # the kept run reads from the same sample
+        assert _settle(target, "p", proc.columns, final=True) == 4
+    _samples(proc, np.array([T0 + 0.4]), 30.0)
+    assert list(read(cursor)[0]["time"]) == [T0 + 0.4]
+
+
+def test_a_short_run_without_a_later_sample_keeps_the_newest_one() -> None:
+    """A run kept before any sample from after its start came in: the newest one."""
+    proc = _process(1)
+    _samples(proc, np.array([T0 - 0.5, T0 - 0.3]), 10.0)
+    target = Target(run=Run())
+    target.resource_start["p"] = 0
+    target.opened = T0
+    with proc.columns.lock:
+        assert _settle(target, "p", proc.columns) is None
+        assert _settle(target, "p", proc.columns, final=True) == 1

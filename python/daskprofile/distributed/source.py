@@ -22,6 +22,7 @@ target's graphs still have tasks to run.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import threading
 from collections import deque
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..collectors.base import Columns
 from ..collectors.cache import CacheCollector
 from ..collectors.stacks import StackCollector
 from ..collectors.tasks import RemoteRows, TaskCollector
@@ -94,8 +96,13 @@ class Target:
     totals: dict[str, int] = field(default_factory=dict)
     #: graphs submitted for this run whose rows have not all arrived
     waiting: int = 0
-    #: where each process's resource series starts for this run (sample index)
+    #: where each process's resource series starts for this run (sample index): a first
+    #: guess when the run opens, settled once a sample from after its start came in
     resource_start: dict[str, int] = field(default_factory=dict)
+    #: processes whose ``resource_start`` is settled (:func:`_settle`)
+    settled: set[str] = field(default_factory=set)
+    #: when the run opened (perf_counter; samples' clock)
+    opened: float = -np.inf
     #: and where it stops, once the run was kept (:meth:`ClusterSource.describe`)
     resource_stop: dict[str, int] = field(default_factory=dict)
     #: called once a batch has added task rows to this target (the event loop thread)
@@ -227,7 +234,9 @@ class ClusterSource:
     def open(self, target: Target) -> None:
         """``target``'s run starts now: its resource series start with the last sample
         before it (what each process used when the run began: a short run has a value
-        even before its own first sample comes) and go on with the next ones."""
+        even before its own first sample comes) and go on with the next ones. Samples
+        taken before it that were still on their way count by their time (:func:`_settle`)."""
+        target.opened = perf_counter()
         with self.lock:
             for entry in self.clients.values():
                 for address, proc in list(entry.collector.processes.items()):
@@ -294,8 +303,8 @@ class ClusterSource:
             for entry in self.clients.values():
                 for src, proc in list(entry.collector.processes.items()):
                     label = ", ".join(proc.workers) or src
-                    start = target.resource_start.setdefault(src, 0)
-                    out[label] = _since(proc.columns, start, target.resource_stop, src)
+                    target.resource_start.setdefault(src, 0)
+                    out[label] = _since(proc.columns, target, src)
         return out
 
     def resources(
@@ -329,8 +338,10 @@ class ClusterSource:
                 rows = {}
                 for entry in entries:
                     for src, proc in list(entry.collector.processes.items()):
+                        with proc.columns.lock:
+                            start = _settle(target, src, proc.columns, final=True)
                         stop = target.resource_stop.setdefault(src, proc.columns.n)
-                        rows[src] = (target.resource_start.get(src, 0), stop)
+                        rows[src] = (start or 0, stop)
         return entries[0].collector.info(t0, rows) if entries else None
 
     # ------------------------------------------------------------ ending
@@ -564,11 +575,36 @@ class _Router:
                 source._correct(entry, msg["delays"])
 
 
-def _since(columns: Any, start: int, stops: Mapping[str, int], src: str) -> Callable[[int], Any]:
-    """A reader of ``columns`` from sample ``start``, to ``stops[src]`` once it is set."""
+def _settle(target: Target, src: str, columns: Columns, final: bool = False) -> int | None:
+    """(Under ``columns.lock``.) The sample of process ``src`` that ``target``'s series
+    starts with: the last one taken before the run opened, once a sample from after that
+    came in (a batch on its way when the run opened holds samples from before it); None
+    while none has, unless ``final``: then the newest. Settled once, for readers and the
+    kept run alike."""
+    guess = target.resource_start.get(src, 0)
+    if src in target.settled:
+        return guess
+    lo = max(guess, columns.first) - columns.first
+    hi = columns.n - columns.first
+    after = bisect.bisect_left(columns.cols["time"], target.opened, lo, max(lo, hi))
+    if after >= hi and not final:
+        return None
+    start = columns.first + max(lo, after - 1)
+    target.resource_start[src] = start
+    target.settled.add(src)
+    return start
+
+
+def _since(columns: Columns, target: Target, src: str) -> Callable[[int], Any]:
+    """A reader of process ``src``'s ``columns`` for ``target``: from its settled start
+    (nothing until then), to ``target.resource_stop[src]`` once that is set."""
+    stops = target.resource_stop
 
     def read(cursor: int) -> tuple[dict[str, np.ndarray], int]:
         with columns.lock:
+            start = _settle(target, src, columns, final=src in stops)
+            if start is None:  # no sample from after the run's start yet
+                return columns.since_locked(columns.n)[0], cursor
             rows, new_cursor = columns.since_locked(max(cursor, start))
         stop = stops.get(src)
         if stop is not None and new_cursor > stop:
