@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 
 import daskprofile
@@ -42,37 +41,3 @@ def test_group_index_memo_is_bounded_by_names() -> None:
     assert gi.groups == ["inc", "arr"]
     assert len(gi._names) <= 4
     assert task_group("inc-1") == "inc"
-
-
-def test_group_indices_of_a_batch_are_those_of_one_key_at_a_time() -> None:
-    """The batch path (``indices``, the workers' rows) names every key as ``index`` does,
-    fused tasks and memoised stems included, whatever came first."""
-    x = da.ones((20, 20), chunks=10)
-    (y,) = dask.optimize(((x + 1) * 2).sum())
-    graph = dict(y.__dask_graph__())
-    fused = next((k, t) for k, t in graph.items() if isinstance(k, tuple) and len(k) == 3)
-    assert "add" in task_group(*fused)  # (a task of the layers fused)
-    keys: list[object] = [
-        "inc-4f2a5c7b6d8e4f2a5c7b6d8e4f2a5c7b",
-        "inc-0a1b2c3d-7",
-        "sum-aggregate-ab12cd34",
-        "hello-world-1",
-        "x",
-        "-lead-1",
-        ("arr-abc12345", 3),
-        "finalize-0123abcd",
-        b"bytes-key-1",
-        "inc-5",
-        fused[0],
-        "inc-not",
-        "sum-99dbe0162cccbd3f230b72b28fc57780",  # a string key, the same fused task
-    ]
-    tasks: list[object] = [None] * len(keys)
-    tasks[keys.index(fused[0])] = tasks[-1] = fused[1]
-    pairs = list(zip(keys, tasks, strict=True))
-    for order in (pairs, pairs[::-1], pairs + pairs):
-        one, batch = GroupIndex(), GroupIndex()
-        expected = [one.groups[one.index(k, t)] for k, t in order]
-        got = batch.indices([k for k, _ in order], lambda i: order[i][1])  # noqa: B023
-        assert [batch.groups[g] for g in got] == expected
-        assert batch.groups == one.groups

@@ -14,7 +14,6 @@ from __future__ import annotations
 import colorsys
 import threading
 import zlib
-from collections.abc import Callable
 from typing import Any
 
 from dask.utils import key_split
@@ -169,25 +168,6 @@ class GroupIndex:
                     self.groups.append(group)
                     self._ids[group] = gid
         return gid
-
-    def indices(self, keys: list[Any], task: Callable[[int], Any]) -> list[int]:
-        """``index`` of each of ``keys`` for a batch, ``task(i)`` the ``i``-th key's task
-        (asked only when its name is new): the common case (a string key whose second word
-        is a token, ``'inc-<uuid>'``) inlined."""
-        names, index = self._names, self.index
-        out: list[int] = []
-        for i, key in enumerate(keys):
-            gid = None
-            if type(key) is str:
-                gid = names.get(key)
-                if gid is None:
-                    a = key.find("-")
-                    if a > 0:
-                        b = key.find("-", a + 1)
-                        if _is_token(key[a + 1 : b] if b > 0 else key[a + 1 :]):
-                            gid = names.get(key[: a + 1])  # its stem's (see index)
-            out.append(index(key, task(i)) if gid is None else gid)
-        return out
 
     def index(self, key: Any, task: Any = None) -> int:
         """Group id of ``key`` (``task``, if given, names fused tasks after their layers)."""

@@ -36,7 +36,7 @@ from ..collectors.stacks import _WorkerSampler
 from ..keys import GroupIndex, key_label
 from ..versions import versions
 from ._common import MESSAGE_VERSION, pack
-from ._worker_rows import SOON, TaskRows
+from ._worker_rows import TaskRows
 from ._worker_tables import WorkerTables, drain_all
 
 __all__ = ["ProcessProbe", "WorkerProbe", "finish_worker"]
@@ -270,8 +270,8 @@ class ProcessProbe:
         if self.stacks is not None and self.stacks.error:
             raise RuntimeError(f"stack sampler: {self.stacks.error}")
         delays, self.delays = self.delays, []
-        rows = self._rows()  # first: a batch of rows notes their tasks' actions in tables
         tables = drain_all(self.tables)  # never raises: its errors travel inside
+        rows = self._rows()
         if not (stacks or resources or delays or tables or rows or self.seq == 0):
             return None
         msg = self._envelope(worker)
@@ -302,7 +302,7 @@ class ProcessProbe:
         (failed tasks' texts by key label) and ``rows_dropped``; None when there are none."""
         per_worker, texts, dropped = {}, {}, 0
         for address, task_rows in list(self.rows.items()):
-            columns = task_rows.drain(self.spent)
+            columns = task_rows.drain()
             if columns is not None:
                 per_worker[address] = columns
             texts.update(task_rows.texts())
@@ -404,9 +404,7 @@ class WorkerProbe(WorkerPlugin):
         self.probe.tables[self.tables.address] = self.tables
         if self.settings.get("rows"):  # task rows measured here (the scheduler numbers graphs)
             self.rows = TaskRows(worker, self.probe.same_host, self.probe.row_groups)
-            if self.settings["flush"] > 2 * SOON:  # (else the periodic messages carry them)
-                self.rows.send = self.send_rows
-            self.rows.tables = self.tables
+            self.rows.send = self.send_rows
             self.probe.rows[self.rows.address] = self.rows
         self._callback = PeriodicCallback(self.flush, self.settings["flush"] * 1000)
         self._callback.start()
@@ -414,34 +412,36 @@ class WorkerProbe(WorkerPlugin):
         self.flush()
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
-        rows = self.rows
-        if rows is not None:  # (see _worker_rows: as little as can be, per call)
-            try:
-                if finish == "waiting":  # to be computed here
-                    rows.arrivals[key] = wall_time()
-                elif start in _RUNNING and finish in _RAN:
-                    rows.ran(key, finish)
-            except Exception as exc:  # never raise into the worker
-                self._failed(exc)
-            return
-        probe, worker = self.probe, self.worker
+        probe, worker, rows = self.probe, self.worker, self.rows
         if probe is None or worker is None:
             return
         try:
-            if finish == "executing":  # the scheduler's rows carry distributed's correction
-                probe.task_executing(key, float(worker.scheduler_delay or 0.0))
+            if finish == "waiting":  # to be computed here
+                if rows is not None:
+                    rows.arrived(key)
+            elif finish == "executing":
+                if rows is not None:
+                    rows.executing(key)
+                else:  # the scheduler's rows carry distributed's correction: say which
+                    probe.task_executing(key, float(worker.scheduler_delay or 0.0))
             elif start in _RUNNING:
                 ts = worker.state.tasks.get(key)
-                probe.task_done(ts)
+                if rows is None:
+                    probe.task_done(ts)
+                elif ts is not None and finish in _RAN:
+                    ran = rows.done(ts, finish)  # (one read of its startstops for both)
+                    if ran:
+                        probe.spent[0] += ran
+                        probe.spent[1] += 1
+                else:
+                    probe.task_done(ts)
+                    rows.forget(key)
                 tables = self.tables  # a transfer, a disk read or write besides compute
                 if tables is not None and ts is not None and len(ts.startstops) > 1:
                     tables.note(ts, finish)
+            elif finish == "released" and rows is not None and start != "memory":
+                rows.forget(key)  # stolen or cancelled before it ran
         except Exception as exc:  # never raise into the worker
-            self._failed(exc)
-
-    def _failed(self, exc: Exception) -> None:
-        probe = self.probe
-        if probe is not None:
             probe.error = probe.error or f"worker {os.getpid()}: {exc!r}"
 
     def teardown(self, worker: Any) -> None:
@@ -454,7 +454,7 @@ class WorkerProbe(WorkerPlugin):
         probe, self.probe = self.probe, None
         rows, self.rows = self.rows, None
         if rows is not None:
-            rows.send = rows.tables = None
+            rows.send = None
         if tables is not None:
             tables.stop()
             if probe is not None:

@@ -68,10 +68,9 @@ class ClusterSettings:
     interval: float = 0.01
     #: seconds between the plugins' periodic batches (the workers' samples, actions,
     #: transfers and memory; the scheduler's graphs and cache). Task rows do not wait for
-    #: batches over 0.3 s apart (a worker then sends its rows within 0.15 s). 0.5 s, not
-    #: profile()'s 0.2: the live panel's default; on a 20k-task LocalCluster compute it
-    #: cost ~110 us/task of CPU less than 0.2 s (bench_cluster_panel), and the series it
-    #: sends wait for tokens less
+    #: them (a worker sends its rows within 0.15 s). 0.5 s, not profile()'s 0.2: the live
+    #: panel's default; on a 20k-task LocalCluster compute it cost ~110 us/task of CPU
+    #: less than 0.2 s (bench_cluster_panel), and the series it sends wait for tokens less
     flush: float = 0.5
     max_records: int | None = None
     all_clients: bool = False
