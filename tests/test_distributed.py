@@ -160,6 +160,32 @@ def test_failed_tasks_are_recorded_with_their_exception_type(inproc_client: Any)
     assert tasks.loc["ok", "group"] == "divide"
 
 
+def clock_moved(seconds: float) -> tuple[float, float]:
+    """Sleep; half-way, the worker's estimate of the scheduler's clock moves by 0.3 s (as
+    a heartbeat's can); the shared monotonic clock around it."""
+    start = time.perf_counter()
+    time.sleep(seconds / 2)
+    distributed.get_worker().scheduler_delay += 0.3
+    time.sleep(seconds / 2)
+    return start, time.perf_counter()
+
+
+def test_a_task_keeps_its_times_when_the_clock_correction_moves_while_it_runs(
+    inproc_client: Any,
+) -> None:
+    """On the kernel's host the correction distributed adds to a task's times is taken off
+    again: the one in force when the task started, also when it changed since."""
+    with daskprofile.profile(client=inproc_client) as run:
+        futures = [inproc_client.submit(clock_moved, 0.1, pure=False) for _ in range(2)]
+        truth = dict(zip((f.key for f in futures), inproc_client.gather(futures), strict=True))
+    tasks = run.tasks.set_index("key")
+    t0 = run.meta.t0
+    for key, (start, stop) in truth.items():
+        assert abs(tasks.loc[key, "start"] - (start - t0)) < 0.005, key
+        assert abs(tasks.loc[key, "stop"] - (stop - t0)) < 0.005, key
+        assert tasks.loc[key, "submit"] <= tasks.loc[key, "start"]
+
+
 def test_group_of_dask_collections_and_fused_tasks(inproc_client: Any) -> None:
     da = pytest.importorskip("dask.array")
     x = da.ones((40, 40), chunks=10)
