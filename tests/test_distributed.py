@@ -181,8 +181,10 @@ def test_a_task_keeps_its_times_when_the_clock_correction_moves_while_it_runs(
     tasks = run.tasks.set_index("key")
     t0 = run.meta.t0
     for key, (start, stop) in truth.items():
-        assert abs(tasks.loc[key, "start"] - (start - t0)) < 0.005, key
-        assert abs(tasks.loc[key, "stop"] - (stop - t0)) < 0.005, key
+        # (20 ms, as for a far worker's clock: a GIL hand-over between distributed's stamp
+        # and the task's own may take a switch interval; the move is 300 ms)
+        assert abs(tasks.loc[key, "start"] - (start - t0)) < 0.02, key
+        assert abs(tasks.loc[key, "stop"] - (stop - t0)) < 0.02, key
         assert tasks.loc[key, "submit"] <= tasks.loc[key, "start"]
 
 
